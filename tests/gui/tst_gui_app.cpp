@@ -13,6 +13,7 @@
 #include <QChartView>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDeadlineTimer>
 #include <QDialog>
 #include <QDir>
 #include <QDockWidget>
@@ -61,6 +62,7 @@
 #include "app/gui/message_bar.h"
 #include "app/gui/plan_explorer.h"
 #include "app/gui/plan_panel.h"
+#include "app/gui/predicted_timeline.h"
 #include "app/gui/ranked_plan_model.h"
 #include "app/gui/run_view.h"
 #include "app/gui/stacked_bar.h"
@@ -120,6 +122,7 @@ class TestGuiApp : public QObject {
   void costTileSaysWhyThereIsNoCost();
   void captionsFollowTheWorkload();
   void impossiblePlanShowsWhy();
+  void impossiblePlanDropsTheTimelineBeingWritten();
   void searchPickAndCompare();
   void compareSaysMfuAcrossPrecisions();
   void staleSearchDropped();
@@ -1504,6 +1507,48 @@ void TestGuiApp::impossiblePlanShowsWhy() {
   window_->workspace()->undoStack()->undo();
   waitForEstimate();
   QVERIFY(window_->workspace()->project().current()->parallel.sequence_parallel);
+}
+
+// A plan made impossible while the last one's predicted timeline was being
+// written: that store came in after "No timeline: the plan cannot run." and
+// the last plan's step was drawn under this one's problems.
+void TestGuiApp::impossiblePlanDropsTheTimelineBeingWritten() {
+  EstimateView* view = window_->estimateView();
+  PredictedTimelineService* predicted = view->predictedTimeline();
+  TimelineWidget* timeline = view->timeline();
+  PlanPanel* panel = window_->planPanel();
+  waitForEstimate();
+  QTRY_VERIFY_WITH_TIMEOUT(view->timelineSettled(), 20000);
+  // A valid edit: its timeline is asked for once its bars are painted, and
+  // written on a worker thread; the plan is made impossible meanwhile (an
+  // edit again where the store was written before it could be).
+  QUndoStack* undo = window_->workspace()->undoStack();
+  const int steps_before = undo->index();
+  bool in_flight = false;
+  for (int attempt = 0; attempt < 5 && !in_flight; ++attempt) {
+    const std::uint64_t asked = predicted->requestedJob();
+    panel->setControl(Control::zero_stage, attempt % 2 == 0 ? 2 : 3);
+    QDeadlineTimer deadline(20000);
+    while (predicted->requestedJob() == asked && !deadline.hasExpired())
+      QCoreApplication::processEvents();
+    QVERIFY(predicted->requestedJob() > asked);
+    in_flight = predicted->readyJob() < predicted->requestedJob();  // still being written
+  }
+  QVERIFY(in_flight);
+  panel->setControl(Control::tp, 3);  // does not divide 32 heads
+  waitForEstimate();
+  QVERIFY(!window_->analysis()->latest()->estimate);
+  QTRY_VERIFY_WITH_TIMEOUT(predicted->readyJob() == predicted->requestedJob(), 20000);
+  QTRY_VERIFY_WITH_TIMEOUT(!timeline->busy(), 20000);
+  QCOMPARE(timeline->laneCount(), 0);
+  QCOMPARE(timeline->message(), QStringLiteral("No timeline: the plan cannot run."));
+  QVERIFY(view->timelineSettled());
+
+  while (undo->index() > steps_before)
+    undo->undo();
+  waitForEstimate();
+  QVERIFY(window_->analysis()->latest()->estimate.has_value());
+  QTRY_VERIFY_WITH_TIMEOUT(view->timelineSettled() && timeline->laneCount() > 0, 20000);
 }
 
 void TestGuiApp::searchPickAndCompare() {
