@@ -71,6 +71,7 @@
 #include "app/gui/workload_panel.h"
 #include "app/gui/workspace.h"
 #include "core/format.h"
+#include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/presets.h"
 #include "gui_test_support.h"
@@ -131,6 +132,7 @@ class TestGuiApp : public QObject {
   void frontPlansBelowTheKeptHaveNoRank();
   void saveAndReopen();
   void pinsSavedWithTheProject();
+  void pinsOfALongestNameOpenAgain();
   void undoStepsOfThePanels();
   void unsavedChangesAsk();
   void renameGoesToItsPlan();
@@ -1956,6 +1958,49 @@ void TestGuiApp::pinsSavedWithTheProject() {
   QVERIFY(ws->isModified());  // saving drops the pin left out
   window_->messageBar()->dismiss();
   QVERIFY(window_->openProject(path));
+  waitForEstimate();
+}
+
+// A plan of a longest name pinned: its pin's name ("<name> on <cluster>",
+// then " (2)" for a second pin of it) went past the names' length a project
+// reads back, and the project saved with it did not open again.
+void TestGuiApp::pinsOfALongestNameOpenAgain() {
+  Workspace* ws = window_->workspace();
+  const QString before = ws->filePath();
+  window_->pinned()->clear();
+  Project p = ws->project();
+  p.current()->name = std::string(cs::kMaxLabelCharacters, 'n');
+  ws->edit(QStringLiteral("rename"), p);
+  waitForEstimate();
+  QVERIFY(window_->pinCurrentPlan());
+  const int micro = ws->project().current()->parallel.micro_batch;
+  window_->planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  waitForEstimate();
+  QVERIFY(window_->pinCurrentPlan());
+  QCOMPARE(window_->pinned()->size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    const QString name = window_->pinned()->nameAt(i);
+    QVERIFY2(std::size_t(name.toUcs4().size()) <= cs::kMaxLabelCharacters,
+             qPrintable(QString::number(name.toUcs4().size())));
+  }
+  QVERIFY(window_->pinned()->nameAt(0) != window_->pinned()->nameAt(1));
+  QVERIFY(window_->pinned()->nameAt(1).endsWith(QStringLiteral(" (2)")));
+  const QString path = dir_.filePath(QStringLiteral("longest-pins.clusterscope.json"));
+  QVERIFY(window_->saveProjectAs(path));
+  const std::vector<ProjectPin> pins = ws->project().pinned;
+  QVERIFY(ws->newProject());
+  window_->messageBar()->dismiss();
+  QVERIFY(window_->openProject(path));
+  QCOMPARE(window_->pinned()->size(), 2);
+  QCOMPARE(ws->project().pinned.size(), pins.size());
+
+  window_->pinned()->clear();
+  if (before.isEmpty()) {
+    QVERIFY(ws->newProject());
+  } else {
+    QVERIFY(window_->openProject(before));
+  }
+  window_->messageBar()->dismiss();
   waitForEstimate();
 }
 
