@@ -714,8 +714,8 @@ void MainWindow::importTrace(const QStringList& files) {
                          QStringLiteral("/imports");
   QDir().mkpath(folder);
   const QString output = QStringLiteral("%1/%2-%3.db")
-                             .arg(folder, QFileInfo(files.front()).completeBaseName())
-                             .arg(QDateTime::currentMSecsSinceEpoch());
+                             .arg(folder, QFileInfo(files.front()).completeBaseName(),
+                                  QString::number(QDateTime::currentMSecsSinceEpoch()));
   importing_ = QFileInfo(files.front()).fileName();
   showMessage(tr("Importing %1…").arg(importing_), int(MessageLevel::info));
   std::vector<std::string> inputs;
@@ -835,8 +835,8 @@ bool MainWindow::exportPlanJson(const QString& path) {
     // not said to be ready to run: `clusterscope validate` refuses it.
     showMessage(tr("Exported %1, but the plan cannot run: %2 (%3 problems in all; clusterscope "
                    "validate lists them)")
-                    .arg(file, q(a->problems.front().pointer + ": " + a->problems.front().message))
-                    .arg(a->problems.size()),
+                    .arg(file, q(a->problems.front().pointer + ": " + a->problems.front().message),
+                         QString::number(a->problems.size())),
                 int(MessageLevel::warning));
     return true;
   }

@@ -883,14 +883,15 @@ void RunView::startAnalysis() {
                                     ? title_.left(kHeaderTitleChars) + QStringLiteral("…")
                                     : title_;
     header_->setToolTip(title_.left(4096));
-    header_->setText(tr("<b>%1</b> — %2 · source %3 · %4%5")
-                         .arg(shown_title.toHtmlEscaped(), rank_count)
-                         .arg(q(out.run.source).toHtmlEscaped(),
-                              QFileInfo(path_).absoluteFilePath().toHtmlEscaped(),
-                              endingText(out.state, out.losses)) +
-                     (upgrade_note_.isEmpty()
-                          ? QString()
-                          : QStringLiteral("<br>") + upgrade_note_.toHtmlEscaped()));
+    // One arg() for all: a title holding "%1" (a name typed so) took the
+    // places of the figures after it.
+    header_->setText(
+        tr("<b>%1</b> — %2 · source %3 · %4%5")
+            .arg(shown_title.toHtmlEscaped(), rank_count, q(out.run.source).toHtmlEscaped(),
+                 QFileInfo(path_).absoluteFilePath().toHtmlEscaped(),
+                 endingText(out.state, out.losses)) +
+        (upgrade_note_.isEmpty() ? QString()
+                                 : QStringLiteral("<br>") + upgrade_note_.toHtmlEscaped()));
     // A store of its ranks and lanes only showed an empty 100 ns and a
     // table of 0 s, as if a run had taken no time; `trace stats` says it.
     if (out.state.events == 0 && out.counters.empty()) {
@@ -1592,16 +1593,18 @@ void RunView::showAnalysis() {
         }
         if (m.stage >= 0) {  // a pipeline's end stage, on the largest of its ranks
           const QString what = QStringLiteral("    ") + q(trace::memory_row_label(m));
-          add_row(m.measured_bytes
-                      ? tr("%1 (\"%2\" of rank %3)").arg(what, q(m.counter)).arg(m.rank)
-                      : tr("%1 (no counter sampled it)").arg(what),
-                  m.predicted_bytes, m.measured_bytes, false, true);
+          add_row(
+              m.measured_bytes
+                  ? tr("%1 (\"%2\" of rank %3)").arg(what, q(m.counter), QString::number(m.rank))
+                  : tr("%1 (no counter sampled it)").arg(what),
+              m.predicted_bytes, m.measured_bytes, false, true);
           continue;
         }
         const QString what = m.name == "allocated" ? tr("memory allocated by the process")
                                                    : tr("memory in use on the device");
-        add_row(m.measured_bytes ? tr("%1 (\"%2\" of rank %3)").arg(what, q(m.counter)).arg(m.rank)
-                                 : tr("%1 (no counter sampled it)").arg(what),
+        add_row(m.measured_bytes
+                    ? tr("%1 (\"%2\" of rank %3)").arg(what, q(m.counter), QString::number(m.rank))
+                    : tr("%1 (no counter sampled it)").arg(what),
                 m.predicted_bytes, m.measured_bytes, false, true);
       }
     } else if (!p.memory_note.empty()) {
@@ -1811,10 +1814,10 @@ void RunView::compareWith(const QString& other) {
     };
     // "1 rank, 1 step", as trace compare says them (it read "1 ranks").
     add_line(tr("Against %1 (%2, %3); figures %4")
-                 .arg(QFileInfo(other).fileName())
-                 .arg(c.b_ranks == 1 ? tr("1 rank") : tr("%1 ranks").arg(c.b_ranks))
-                 .arg(c.b_steps == 1 ? tr("1 step") : tr("%1 steps").arg(c.b_steps))
-                 .arg(c.per_step ? tr("per rank and step") : tr("per rank, over the run")));
+                 .arg(QFileInfo(other).fileName(),
+                      c.b_ranks == 1 ? tr("1 rank") : tr("%1 ranks").arg(c.b_ranks),
+                      c.b_steps == 1 ? tr("1 step") : tr("%1 steps").arg(c.b_steps),
+                      c.per_step ? tr("per rank and step") : tr("per rank, over the run")));
     if (c.a_step_ns > 0 && c.b_step_ns > 0) {
       add_row({trace::kComparedStepName, c.a_step_ns, c.b_step_ns}, false);
       t->item(t->rowCount() - 1, 0)
@@ -2099,8 +2102,7 @@ void RunView::analyseRange(std::optional<trace::TimeRange> range) {
                ++i) {
             const trace::KernelStats& k = range_analysis_->kernels[i];
             html += QStringLiteral("<li>%1 — %2 × %3</li>")
-                        .arg(q(k.name).toHtmlEscaped(), ns(k.total_ns))
-                        .arg(k.count);
+                        .arg(q(k.name).toHtmlEscaped(), ns(k.total_ns), QString::number(k.count));
           }
           html += QStringLiteral("</ol>");
         }

@@ -124,6 +124,7 @@ class TestGuiRun : public QObject {
   void timeAxisStaysOnScreen();
   void rangeLabelStaysUnderTheAxis();
   void exports();
+  void titleWithPercentDigitsReadsAsWritten();
   void committedTraces_data();
   void committedTraces();
   void importedTraces_data();
@@ -1657,6 +1658,38 @@ void TestGuiRun::manyLanesLoadWhatIsInView() {
   QTRY_VERIFY_WITH_TIMEOUT(t->lanesInView().second - t->lanesInView().first > 2 * shown_before,
                            10000);
   QTRY_VERIFY_WITH_TIMEOUT(covered(), 30000);
+}
+
+// A run titled with "%1" or "%2" (a plan's name, a program's): the header
+// put the source and the store's path in their place, and read "%4%5".
+void TestGuiRun::titleWithPercentDigitsReadsAsWritten() {
+  const QString path = dir_.filePath(QStringLiteral("percent-title.db"));
+  {
+    trace::RunInfo run;
+    run.title = "batch %1 of %2";
+    run.source = "profile";
+    auto w = trace::TraceWriter::create(path.toStdString(), run);
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "GPU 0", 100, 0, false});
+    trace::Event e;
+    e.lane = (*w)->add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
+    e.kind = trace::EventKind::kernel;
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    e.name = (*w)->intern("gemm");
+    (*w)->add(e);
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, path);
+  const QString header = view.header()->text();
+  QVERIFY2(
+      header.startsWith(QStringLiteral("<b>batch %1 of %2</b> — 1 rank · source profile · ")) &&
+          header.contains(QFileInfo(path).absoluteFilePath()) &&
+          !header.contains(QStringLiteral("%4")),
+      qPrintable(header));
 }
 
 void TestGuiRun::exports() {
