@@ -1032,14 +1032,28 @@ void RunView::startPrediction(const std::string& plan_json,
     }
     return out;
   }).then(this, [this, job, aligned = !step_starts.empty()](std::pair<QString, QString> out) {
-    if (job != job_) return;
+    auto remove_store = [](const QString& store) {
+      for (const char* suffix : {"", "-wal", "-shm"})
+        QFile::remove(store + suffix);
+    };
+    if (job != job_) {  // another store was opened since: this one is shown nowhere
+      if (!out.first.isEmpty()) remove_store(out.first);
+      return;
+    }
     predicted_label_->setText(
         out.first.isEmpty() ? tr("Predicted step (planner): %1").arg(out.second)
         : aligned           ? tr("Predicted step (planner), from each measured step's start")
                             : tr("Predicted step (planner), one step from zero"));
     predicted_label_->show();
     if (!out.first.isEmpty()) {
-      predicted_path_ = out.first;
+      // The store two back is shown nowhere now (the lanes let go of the
+      // last one once this one is open): each run opened left its own in
+      // the temporary folder until the app ended.
+      if (predicted_paths_.size() >= 2) {
+        remove_store(predicted_paths_.front());
+        predicted_paths_.pop_front();
+      }
+      predicted_paths_.push_back(out.first);
       predicted_aligned_ = aligned;
       if (aligned)
         predicted_->followWindow(timeline_->fullRange(), timeline_->window(),

@@ -140,6 +140,7 @@ class TestGuiRun : public QObject {
   void committedCountersOnTheTimeline();
   void memoryPartsAreNotLanes();
   void predictedLaneDrawsThePlanPredicted();
+  void predictedStoresDoNotPileUp();
   void predictionTableHoldsEachEndStage();
   void unpredictableStoreSaysWhy_data();
   void unpredictableStoreSaysWhy();
@@ -1690,6 +1691,29 @@ void TestGuiRun::titleWithPercentDigitsReadsAsWritten() {
           header.contains(QFileInfo(path).absoluteFilePath()) &&
           !header.contains(QStringLiteral("%4")),
       qPrintable(header));
+}
+
+// Each store opened writes the planner's step for its lanes into a temporary
+// store: every one stayed until the app ended (half a megabyte for a run of
+// three steps, each time a run was opened again). Those no longer shown go.
+void TestGuiRun::predictedStoresDoNotPileUp() {
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QStringList written;
+  for (int i = 0; i < 4; ++i) {
+    openAndWait(view, cpu_store_);
+    QTRY_VERIFY_WITH_TIMEOUT(!view.predictedTimeline()->storePath().isEmpty() &&
+                                 !written.contains(view.predictedTimeline()->storePath()),
+                             20000);
+    written << view.predictedTimeline()->storePath();
+  }
+  QTRY_VERIFY_WITH_TIMEOUT(
+      !view.predictedTimeline()->busy() && view.predictedTimeline()->laneCount() > 0, 20000);
+  for (int i = 0; i < written.size(); ++i) {
+    const bool kept = QFileInfo::exists(written[i]);
+    QVERIFY2(kept == (i >= written.size() - 2), qPrintable(written[i]));
+  }
 }
 
 void TestGuiRun::exports() {
