@@ -129,6 +129,7 @@ class TestGuiRun : public QObject {
   void committedTraces();
   void importedTraces_data();
   void importedTraces();
+  void importGoingUntilEachEnds();
   void badFiles_data();
   void badFiles();
   void damagedStoreIsSaid();
@@ -2042,6 +2043,29 @@ void TestGuiRun::importedTraces_data() {
   QTest::addRow("Kineto, two ranks") << QStringList{validation + "/kineto/sampled_rank-0.json.gz",
                                                     validation + "/kineto/sampled_rank-1.json.gz"};
   QTest::addRow("Nsight Systems SQLite") << QStringList{validation + "/nsys/saxpy-mpi-cuda.sqlite"};
+}
+
+// Two imports at once (the menu takes another while one is written): the
+// first to end said none was going, and closing the window no longer asked
+// while the other was still being written (the app stayed on out of sight).
+void TestGuiRun::importGoingUntilEachEnds() {
+  const QString validation = QStringLiteral(CS_DATA_DIR "/validation");
+  MainWindow window;
+  window.show();
+  QSignalSpy imported(&window, &MainWindow::runImported);
+  QList<bool> going_after;
+  connect(&window, &MainWindow::runImported, this,
+          [&] { going_after << window.importInProgress(); });
+  window.importTrace({validation + "/nsys/saxpy-mpi-cuda.sqlite"});
+  window.importTrace({validation + "/kineto/sampled_rank-0.json.gz",
+                      validation + "/kineto/sampled_rank-1.json.gz"});
+  QVERIFY(window.importInProgress());
+  QTRY_COMPARE_WITH_TIMEOUT(imported.count(), 2, 120000);
+  for (const QList<QVariant>& one : imported)
+    QVERIFY2(one.at(1).toString().isEmpty(), qPrintable(one.at(1).toString()));
+  // Still going when the first ended; none once both have.
+  QCOMPARE(going_after, (QList<bool>{true, false}));
+  QVERIFY(!window.importInProgress());
 }
 
 void TestGuiRun::importedTraces() {
