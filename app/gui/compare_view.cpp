@@ -115,12 +115,15 @@ QString PinnedPlans::add(const plan::RankedPlan& plan, const QString& name, cons
   }
   // Two pins of one plan (edited between them, or the same row of two
   // searches) are told apart by their column titles: "name (2)". The title
-  // is the pin's name, saved with the project as it is.
-  QString title = name;
+  // is the pin's name, saved with the project as it is: within the names'
+  // length a project reads back (a plan of a long name pinned as "<name> on
+  // <cluster>" made a project that did not open again).
+  const std::string base = name.toStdString();
+  QString title = q(label_with_suffix(base, {}));
   for (int n = 2; std::any_of(pinned_.begin(), pinned_.end(),
                               [&](const Pinned& p) { return p.name == title; });
        ++n)
-    title = QStringLiteral("%1 (%2)").arg(name).arg(n);
+    title = q(label_with_suffix(base, " (" + std::to_string(n) + ")"));
   pinned_.push_back({plan, title, cluster, workload, std::move(subject)});
   return {};
 }

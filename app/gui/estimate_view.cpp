@@ -193,7 +193,9 @@ EstimateView::EstimateView(AnalysisService* analysis, QWidget* parent)
   predicted_ = new PredictedTimelineService(this);
   connect(predicted_, &PredictedTimelineService::ready, this,
           [this](std::uint64_t job, const QString& path, const QString& error) {
-            if (job != predicted_->requestedJob()) return;
+            // One asked for before the plan shown could not run is another
+            // plan's step, not this one's.
+            if (job != predicted_->requestedJob() || job <= timeline_dropped_) return;
             if (error.isEmpty()) {
               timeline_->setStore(path);
             } else {
@@ -274,6 +276,7 @@ void EstimateView::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
     memory_->setVisible(false);
     time_->setVisible(false);
     timeline_plan_.reset();
+    timeline_dropped_ = predicted_->requestedJob();  // one still being written
     timeline_->clear(tr("No timeline: the plan cannot run."));
     tiles_->refresh();
     emit painted(a->job);

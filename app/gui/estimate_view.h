@@ -66,6 +66,7 @@ class EstimateView : public QWidget {
   PredictedTimelineService* predicted_;
   std::uint64_t shown_job_ = 0;
   std::optional<Plan> timeline_plan_;  // to predict once the bars are painted
+  std::uint64_t timeline_dropped_ = 0;  // predicted jobs up to this are not shown
 };
 
 }  // namespace cs::gui

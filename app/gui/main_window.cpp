@@ -714,10 +714,11 @@ void MainWindow::importTrace(const QStringList& files) {
                          QStringLiteral("/imports");
   QDir().mkpath(folder);
   const QString output = QStringLiteral("%1/%2-%3.db")
-                             .arg(folder, QFileInfo(files.front()).completeBaseName())
-                             .arg(QDateTime::currentMSecsSinceEpoch());
-  importing_ = QFileInfo(files.front()).fileName();
-  showMessage(tr("Importing %1…").arg(importing_), int(MessageLevel::info));
+                             .arg(folder, QFileInfo(files.front()).completeBaseName(),
+                                  QString::number(QDateTime::currentMSecsSinceEpoch()));
+  const QString name = QFileInfo(files.front()).fileName();
+  importing_ << name;
+  showMessage(tr("Importing %1…").arg(name), int(MessageLevel::info));
   std::vector<std::string> inputs;
   for (const QString& f : files)
     inputs.push_back(f.toStdString());
@@ -751,8 +752,8 @@ void MainWindow::importTrace(const QStringList& files) {
     for (const std::string& loss : report->losses)
       out.warnings += (out.warnings.isEmpty() ? QString() : QStringLiteral("\n")) + output + QStringLiteral(": ") + q(loss);
     return out;
-  }).then(this, [this, output](const Imported& imported) {
-    importing_.clear();
+  }).then(this, [this, output, name](const Imported& imported) {
+    importing_.removeOne(name);  // another may still be written
     if (!imported.error.isEmpty()) {
       showMessage(tr("The trace could not be imported: %1").arg(imported.error),
                   int(MessageLevel::error));
@@ -835,8 +836,8 @@ bool MainWindow::exportPlanJson(const QString& path) {
     // not said to be ready to run: `clusterscope validate` refuses it.
     showMessage(tr("Exported %1, but the plan cannot run: %2 (%3 problems in all; clusterscope "
                    "validate lists them)")
-                    .arg(file, q(a->problems.front().pointer + ": " + a->problems.front().message))
-                    .arg(a->problems.size()),
+                    .arg(file, q(a->problems.front().pointer + ": " + a->problems.front().message),
+                         QString::number(a->problems.size())),
                 int(MessageLevel::warning));
     return true;
   }
@@ -995,7 +996,7 @@ bool MainWindow::stopCalibrationFirst() {
 bool MainWindow::closeWhileWriting() {
   const QString writing =
       !importing_.isEmpty()
-          ? tr("The import of %1").arg(importing_)
+          ? tr("The import of %1").arg(importing_.join(QStringLiteral(", ")))
           : (!exporting_.isEmpty() ? tr("The export of %1").arg(exporting_) : QString());
   if (writing.isEmpty()) return true;
   // It cannot be stopped half-way: closed, the window went and the app

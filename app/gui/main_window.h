@@ -155,7 +155,9 @@ class MainWindow : public QMainWindow {
   QMenu* view_menu_;
   QByteArray default_state_;
   QString exporting_;  // the file a run export is writing, while it does
-  QString importing_;  // the trace an import is reading, while it does
+  // The traces imports are reading, one a running import: the menu takes
+  // another while one is written.
+  QStringList importing_;
   // Where its reads run: their answers come back to it, so it waits for
   // them when it closes (one that came as it was destroyed was a crash).
   QThreadPool jobs_;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/file_exists.h"
 #include "core/format.h"
 #include "core/json_reader.h"
 #include "core/model_json.h"
@@ -409,6 +410,14 @@ Result<Project> load_project(const std::string& path) {
 }
 
 Status save_project(const std::string& path, const Project& project) {
+  // A run store there (the file dialog's "replace?" answered yes, a link to
+  // one) was written over, and the run it recorded was lost; the exports
+  // refuse it alike.
+  if (is_sqlite_file(path)) {
+    return Error{path +
+                 ": is an SQLite database (a trace store, or another program's); a project "
+                 "does not replace it: give another name"};
+  }
   return write_json_file(path, json::parse(project_to_json_text(project)));
 }
 

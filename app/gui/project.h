@@ -94,6 +94,7 @@ bool same_pins(const std::vector<ProjectPin>& a, const std::vector<ProjectPin>& 
 Status refuse_named_pipe(const std::string& path, std::string_view what);
 Result<Project> load_project(const std::string& path);
 // Written atomically (temporary file + rename): a crash never leaves half a file.
+// An SQLite database at `path` (a run store, or a link to one) is refused.
 Status save_project(const std::string& path, const Project& project);
 
 // The project a new user sees: a DGX H100 pod, LLaMA-2 7B, and a plan for it.

@@ -84,8 +84,8 @@ Rows hardwareRows(const Plan& plan) {
                     QStringLiteral("$%1").arg(c.price_per_gpu_hour, 0, 'f', 2)});
   }
   rows.push_back({QObject::tr("model"), QObject::tr("%1, %2 parameters")
-                                            .arg(shownName(plan.workload))
-                                            .arg(q(format_count(parameter_count(plan.workload))))});
+                                            .arg(shownName(plan.workload),
+                                                 q(format_count(parameter_count(plan.workload))))});
   return rows;
 }
 

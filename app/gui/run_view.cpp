@@ -883,14 +883,15 @@ void RunView::startAnalysis() {
                                     ? title_.left(kHeaderTitleChars) + QStringLiteral("…")
                                     : title_;
     header_->setToolTip(title_.left(4096));
-    header_->setText(tr("<b>%1</b> — %2 · source %3 · %4%5")
-                         .arg(shown_title.toHtmlEscaped(), rank_count)
-                         .arg(q(out.run.source).toHtmlEscaped(),
-                              QFileInfo(path_).absoluteFilePath().toHtmlEscaped(),
-                              endingText(out.state, out.losses)) +
-                     (upgrade_note_.isEmpty()
-                          ? QString()
-                          : QStringLiteral("<br>") + upgrade_note_.toHtmlEscaped()));
+    // One arg() for all: a title holding "%1" (a name typed so) took the
+    // places of the figures after it.
+    header_->setText(
+        tr("<b>%1</b> — %2 · source %3 · %4%5")
+            .arg(shown_title.toHtmlEscaped(), rank_count, q(out.run.source).toHtmlEscaped(),
+                 QFileInfo(path_).absoluteFilePath().toHtmlEscaped(),
+                 endingText(out.state, out.losses)) +
+        (upgrade_note_.isEmpty() ? QString()
+                                 : QStringLiteral("<br>") + upgrade_note_.toHtmlEscaped()));
     // A store of its ranks and lanes only showed an empty 100 ns and a
     // table of 0 s, as if a run had taken no time; `trace stats` says it.
     if (out.state.events == 0 && out.counters.empty()) {
@@ -1031,14 +1032,28 @@ void RunView::startPrediction(const std::string& plan_json,
     }
     return out;
   }).then(this, [this, job, aligned = !step_starts.empty()](std::pair<QString, QString> out) {
-    if (job != job_) return;
+    auto remove_store = [](const QString& store) {
+      for (const char* suffix : {"", "-wal", "-shm"})
+        QFile::remove(store + suffix);
+    };
+    if (job != job_) {  // another store was opened since: this one is shown nowhere
+      if (!out.first.isEmpty()) remove_store(out.first);
+      return;
+    }
     predicted_label_->setText(
         out.first.isEmpty() ? tr("Predicted step (planner): %1").arg(out.second)
         : aligned           ? tr("Predicted step (planner), from each measured step's start")
                             : tr("Predicted step (planner), one step from zero"));
     predicted_label_->show();
     if (!out.first.isEmpty()) {
-      predicted_path_ = out.first;
+      // The store two back is shown nowhere now (the lanes let go of the
+      // last one once this one is open): each run opened left its own in
+      // the temporary folder until the app ended.
+      if (predicted_paths_.size() >= 2) {
+        remove_store(predicted_paths_.front());
+        predicted_paths_.pop_front();
+      }
+      predicted_paths_.push_back(out.first);
       predicted_aligned_ = aligned;
       if (aligned)
         predicted_->followWindow(timeline_->fullRange(), timeline_->window(),
@@ -1592,16 +1607,18 @@ void RunView::showAnalysis() {
         }
         if (m.stage >= 0) {  // a pipeline's end stage, on the largest of its ranks
           const QString what = QStringLiteral("    ") + q(trace::memory_row_label(m));
-          add_row(m.measured_bytes
-                      ? tr("%1 (\"%2\" of rank %3)").arg(what, q(m.counter)).arg(m.rank)
-                      : tr("%1 (no counter sampled it)").arg(what),
-                  m.predicted_bytes, m.measured_bytes, false, true);
+          add_row(
+              m.measured_bytes
+                  ? tr("%1 (\"%2\" of rank %3)").arg(what, q(m.counter), QString::number(m.rank))
+                  : tr("%1 (no counter sampled it)").arg(what),
+              m.predicted_bytes, m.measured_bytes, false, true);
           continue;
         }
         const QString what = m.name == "allocated" ? tr("memory allocated by the process")
                                                    : tr("memory in use on the device");
-        add_row(m.measured_bytes ? tr("%1 (\"%2\" of rank %3)").arg(what, q(m.counter)).arg(m.rank)
-                                 : tr("%1 (no counter sampled it)").arg(what),
+        add_row(m.measured_bytes
+                    ? tr("%1 (\"%2\" of rank %3)").arg(what, q(m.counter), QString::number(m.rank))
+                    : tr("%1 (no counter sampled it)").arg(what),
                 m.predicted_bytes, m.measured_bytes, false, true);
       }
     } else if (!p.memory_note.empty()) {
@@ -1811,10 +1828,10 @@ void RunView::compareWith(const QString& other) {
     };
     // "1 rank, 1 step", as trace compare says them (it read "1 ranks").
     add_line(tr("Against %1 (%2, %3); figures %4")
-                 .arg(QFileInfo(other).fileName())
-                 .arg(c.b_ranks == 1 ? tr("1 rank") : tr("%1 ranks").arg(c.b_ranks))
-                 .arg(c.b_steps == 1 ? tr("1 step") : tr("%1 steps").arg(c.b_steps))
-                 .arg(c.per_step ? tr("per rank and step") : tr("per rank, over the run")));
+                 .arg(QFileInfo(other).fileName(),
+                      c.b_ranks == 1 ? tr("1 rank") : tr("%1 ranks").arg(c.b_ranks),
+                      c.b_steps == 1 ? tr("1 step") : tr("%1 steps").arg(c.b_steps),
+                      c.per_step ? tr("per rank and step") : tr("per rank, over the run")));
     if (c.a_step_ns > 0 && c.b_step_ns > 0) {
       add_row({trace::kComparedStepName, c.a_step_ns, c.b_step_ns}, false);
       t->item(t->rowCount() - 1, 0)
@@ -2099,8 +2116,7 @@ void RunView::analyseRange(std::optional<trace::TimeRange> range) {
                ++i) {
             const trace::KernelStats& k = range_analysis_->kernels[i];
             html += QStringLiteral("<li>%1 — %2 × %3</li>")
-                        .arg(q(k.name).toHtmlEscaped(), ns(k.total_ns))
-                        .arg(k.count);
+                        .arg(q(k.name).toHtmlEscaped(), ns(k.total_ns), QString::number(k.count));
           }
           html += QStringLiteral("</ol>");
         }

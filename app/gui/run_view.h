@@ -16,6 +16,7 @@
 #include <QThreadPool>
 #include <QWidget>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -249,7 +250,9 @@ class RunView : public QWidget {
   std::shared_ptr<const trace::RunAnalysis> analysis_;
   std::optional<trace::RunAnalysis> range_analysis_;
   std::int64_t trace_start_ns_ = 0;
-  QString predicted_path_;
+  // The predicted stores written for the lanes, newest last: at most the
+  // one shown and the one it replaces are kept.
+  std::deque<QString> predicted_paths_;
   QString predicted_again_on_;
   QStringList predicted_again_notes_;
   QString predicted_from_plan_;  // predictWithPlan's name of its plan

@@ -412,12 +412,11 @@ Status RunsPanel::launch() {
   progress_->setRange(0, total_steps_);
   progress_->setValue(0);
   eta_->setText(tr("starting…"));
-  QString text = (run->spec.ranks == 1 ? tr("<b>%1</b> — %2 rank, %3 steps, %4 engine<br>store: %5")
-                                       : tr("<b>%1</b> — %2 ranks, %3 steps, %4 engine<br>store: %5"))
-                     .arg(q(run->spec.title).toHtmlEscaped())
-                     .arg(run->spec.ranks)
-                     .arg(total_steps_)
-                     .arg(q(run->backend), store_.toHtmlEscaped());
+  QString text =
+      (run->spec.ranks == 1 ? tr("<b>%1</b> — %2 rank, %3 steps, %4 engine<br>store: %5")
+                            : tr("<b>%1</b> — %2 ranks, %3 steps, %4 engine<br>store: %5"))
+          .arg(q(run->spec.title).toHtmlEscaped(), QString::number(run->spec.ranks),
+               QString::number(total_steps_), q(run->backend), store_.toHtmlEscaped());
   run_notes_.clear();
   for (const std::string& note : run->notes) {
     run_notes_ << q(note);
@@ -694,8 +693,9 @@ Status RunsPanel::profileCommand(const QStringList& command) {
     if (!running()) eta_->clear();
     const bool written = QFileInfo::exists(store);
     report_->setPlainText(
-        (written ? tr("Profiled %1 (exit status %2).\n").arg(title).arg(code)
-                 : tr("Profiling %1 wrote no run store (exit status %2).\n").arg(title).arg(code)) +
+        (written ? tr("Profiled %1 (exit status %2).\n").arg(title, QString::number(code))
+                 : tr("Profiling %1 wrote no run store (exit status %2).\n")
+                       .arg(title, QString::number(code))) +
         output);
     if (written) {
       store_ = store;

@@ -1080,8 +1080,9 @@ int paintTimeline(const TimelineWidget::PaintState& state, QPainter& painter, co
           // Dark text on light spans (folds, steps), white on the rest.
           painter.setPen(lf.colors[k].lightness() > 170 ? QColor(Qt::black) : QColor(Qt::white));
           const QString name =
-              s.count > 1 ? TimelineWidget::tr("%1 +%2 more").arg(lf.names[k]).arg(s.count - 1)
-                          : lf.names[k];
+              s.count > 1
+                  ? TimelineWidget::tr("%1 +%2 more").arg(lf.names[k], QString::number(s.count - 1))
+                  : lf.names[k];
           painter.drawText(r.adjusted(3, 0, -2, 0), Qt::AlignLeft | Qt::AlignVCenter,
                            fm.elidedText(name, Qt::ElideRight, r.width() - 5));
         }
@@ -2125,10 +2126,8 @@ QString TimelineWidget::counterTip(const QPoint& pos) const {
     }
     if (in_pixel.samples > 1) {
       return tr("<b>%1</b><br>%2 samples from %3: from %4 to %5, then %6")
-          .arg(name)
-          .arg(in_pixel.samples)
-          .arg(at(in_pixel.start_ns), value(in_pixel.low), value(in_pixel.high),
-               value(in_pixel.last));
+          .arg(name, QString::number(in_pixel.samples), at(in_pixel.start_ns), value(in_pixel.low),
+               value(in_pixel.high), value(in_pixel.last));
     }
     return tr("<b>%1</b><br>%2 at %3").arg(name, value(c.high), at(c.start_ns));
   }
@@ -2157,10 +2156,8 @@ bool TimelineWidget::event(QEvent* e) {
         s.count > 1
             ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"
                  "double-click or zoom in to see them")
-                  .arg(shortNameHtml(lf.names[k]))
-                  .arg(s.count - 1)
-                  .arg(s.count)
-                  .arg(extent, at)
+                  .arg(shortNameHtml(lf.names[k]), QString::number(s.count - 1),
+                       QString::number(s.count), extent, at)
             : QStringLiteral("<b>%1</b><br>%2 at %3").arg(shortNameHtml(lf.names[k]), extent, at);
     QToolTip::showText(help->globalPos(), text, this);
     if (s.count == 1 && s.event_id != 0 && reader_) {

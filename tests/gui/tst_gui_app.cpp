@@ -13,6 +13,7 @@
 #include <QChartView>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDeadlineTimer>
 #include <QDialog>
 #include <QDir>
 #include <QDockWidget>
@@ -61,6 +62,7 @@
 #include "app/gui/message_bar.h"
 #include "app/gui/plan_explorer.h"
 #include "app/gui/plan_panel.h"
+#include "app/gui/predicted_timeline.h"
 #include "app/gui/ranked_plan_model.h"
 #include "app/gui/run_view.h"
 #include "app/gui/stacked_bar.h"
@@ -69,6 +71,7 @@
 #include "app/gui/workload_panel.h"
 #include "app/gui/workspace.h"
 #include "core/format.h"
+#include "core/json_reader.h"
 #include "core/model_json.h"
 #include "core/presets.h"
 #include "gui_test_support.h"
@@ -120,6 +123,7 @@ class TestGuiApp : public QObject {
   void costTileSaysWhyThereIsNoCost();
   void captionsFollowTheWorkload();
   void impossiblePlanShowsWhy();
+  void impossiblePlanDropsTheTimelineBeingWritten();
   void searchPickAndCompare();
   void compareSaysMfuAcrossPrecisions();
   void staleSearchDropped();
@@ -128,6 +132,7 @@ class TestGuiApp : public QObject {
   void frontPlansBelowTheKeptHaveNoRank();
   void saveAndReopen();
   void pinsSavedWithTheProject();
+  void pinsOfALongestNameOpenAgain();
   void undoStepsOfThePanels();
   void unsavedChangesAsk();
   void renameGoesToItsPlan();
@@ -1506,6 +1511,48 @@ void TestGuiApp::impossiblePlanShowsWhy() {
   QVERIFY(window_->workspace()->project().current()->parallel.sequence_parallel);
 }
 
+// A plan made impossible while the last one's predicted timeline was being
+// written: that store came in after "No timeline: the plan cannot run." and
+// the last plan's step was drawn under this one's problems.
+void TestGuiApp::impossiblePlanDropsTheTimelineBeingWritten() {
+  EstimateView* view = window_->estimateView();
+  PredictedTimelineService* predicted = view->predictedTimeline();
+  TimelineWidget* timeline = view->timeline();
+  PlanPanel* panel = window_->planPanel();
+  waitForEstimate();
+  QTRY_VERIFY_WITH_TIMEOUT(view->timelineSettled(), 20000);
+  // A valid edit: its timeline is asked for once its bars are painted, and
+  // written on a worker thread; the plan is made impossible meanwhile (an
+  // edit again where the store was written before it could be).
+  QUndoStack* undo = window_->workspace()->undoStack();
+  const int steps_before = undo->index();
+  bool in_flight = false;
+  for (int attempt = 0; attempt < 5 && !in_flight; ++attempt) {
+    const std::uint64_t asked = predicted->requestedJob();
+    panel->setControl(Control::zero_stage, attempt % 2 == 0 ? 2 : 3);
+    QDeadlineTimer deadline(20000);
+    while (predicted->requestedJob() == asked && !deadline.hasExpired())
+      QCoreApplication::processEvents();
+    QVERIFY(predicted->requestedJob() > asked);
+    in_flight = predicted->readyJob() < predicted->requestedJob();  // still being written
+  }
+  QVERIFY(in_flight);
+  panel->setControl(Control::tp, 3);  // does not divide 32 heads
+  waitForEstimate();
+  QVERIFY(!window_->analysis()->latest()->estimate);
+  QTRY_VERIFY_WITH_TIMEOUT(predicted->readyJob() == predicted->requestedJob(), 20000);
+  QTRY_VERIFY_WITH_TIMEOUT(!timeline->busy(), 20000);
+  QCOMPARE(timeline->laneCount(), 0);
+  QCOMPARE(timeline->message(), QStringLiteral("No timeline: the plan cannot run."));
+  QVERIFY(view->timelineSettled());
+
+  while (undo->index() > steps_before)
+    undo->undo();
+  waitForEstimate();
+  QVERIFY(window_->analysis()->latest()->estimate.has_value());
+  QTRY_VERIFY_WITH_TIMEOUT(view->timelineSettled() && timeline->laneCount() > 0, 20000);
+}
+
 void TestGuiApp::searchPickAndCompare() {
   PlanExplorer* explorer = window_->explorer();
   QAbstractItemModelTester model_tester(explorer->model(),
@@ -1911,6 +1958,49 @@ void TestGuiApp::pinsSavedWithTheProject() {
   QVERIFY(ws->isModified());  // saving drops the pin left out
   window_->messageBar()->dismiss();
   QVERIFY(window_->openProject(path));
+  waitForEstimate();
+}
+
+// A plan of a longest name pinned: its pin's name ("<name> on <cluster>",
+// then " (2)" for a second pin of it) went past the names' length a project
+// reads back, and the project saved with it did not open again.
+void TestGuiApp::pinsOfALongestNameOpenAgain() {
+  Workspace* ws = window_->workspace();
+  const QString before = ws->filePath();
+  window_->pinned()->clear();
+  Project p = ws->project();
+  p.current()->name = std::string(cs::kMaxLabelCharacters, 'n');
+  ws->edit(QStringLiteral("rename"), p);
+  waitForEstimate();
+  QVERIFY(window_->pinCurrentPlan());
+  const int micro = ws->project().current()->parallel.micro_batch;
+  window_->planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  waitForEstimate();
+  QVERIFY(window_->pinCurrentPlan());
+  QCOMPARE(window_->pinned()->size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    const QString name = window_->pinned()->nameAt(i);
+    QVERIFY2(std::size_t(name.toUcs4().size()) <= cs::kMaxLabelCharacters,
+             qPrintable(QString::number(name.toUcs4().size())));
+  }
+  QVERIFY(window_->pinned()->nameAt(0) != window_->pinned()->nameAt(1));
+  QVERIFY(window_->pinned()->nameAt(1).endsWith(QStringLiteral(" (2)")));
+  const QString path = dir_.filePath(QStringLiteral("longest-pins.clusterscope.json"));
+  QVERIFY(window_->saveProjectAs(path));
+  const std::vector<ProjectPin> pins = ws->project().pinned;
+  QVERIFY(ws->newProject());
+  window_->messageBar()->dismiss();
+  QVERIFY(window_->openProject(path));
+  QCOMPARE(window_->pinned()->size(), 2);
+  QCOMPARE(ws->project().pinned.size(), pins.size());
+
+  window_->pinned()->clear();
+  if (before.isEmpty()) {
+    QVERIFY(ws->newProject());
+  } else {
+    QVERIFY(window_->openProject(before));
+  }
+  window_->messageBar()->dismiss();
   waitForEstimate();
 }
 

@@ -75,6 +75,8 @@ class TestGuiProject : public QObject {
   void foreignFilesKeepTheProject();
   void noStepThatChangesNothing();
   void saveOnAFullDisk();
+  void saveKeepsARunStore_data();
+  void saveKeepsARunStore();
   void autosaveAndRecovery();
   void failedRecoveryKeepsTheFile();
   void discardedChangesAreNotRecovered();
@@ -957,6 +959,59 @@ void TestGuiProject::saveOnAFullDisk() {
   QCOMPARE(QDir(disk).entryList(QDir::Files | QDir::Hidden).size(), 2);  // the file, the filler
   QVERIFY(ws.isModified());
   QCOMPARE(ws.filePath(), path);
+  ws.closeSession();
+}
+
+// Saved as onto a run store (the file dialog's "replace?" answered yes, a
+// link to one, a store named as a project): the project was written over
+// it, and the recorded run was gone. It is refused by name, as the exports
+// refuse it; the store stays as it was and the project unsaved.
+void TestGuiProject::saveKeepsARunStore_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<bool>("link");
+  QTest::addRow("run store") << QStringLiteral("run.db") << false;
+  QTest::addRow("run store with a project's name")
+      << QStringLiteral("run.clusterscope.json") << false;
+  QTest::addRow("link to a run store") << QStringLiteral("linked.clusterscope.json") << true;
+}
+
+void TestGuiProject::saveKeepsARunStore() {
+  QFETCH(QString, name);
+  QFETCH(bool, link);
+  QFile fixture(QStringLiteral(CS_SOURCE_DIR "/tests/data/cpu/cpu-engine-dp2.db"));
+  QVERIFY(fixture.open(QIODevice::ReadOnly));
+  const QByteArray store_bytes = fixture.readAll();
+  const QString store = dir_.filePath(QStringLiteral("store-%1").arg(name));
+  {
+    QFile f(store);
+    QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    QCOMPARE(f.write(store_bytes), store_bytes.size());
+  }
+  const QString path = link ? dir_.filePath(name) : store;
+  if (link) {
+    QFile::remove(path);
+    QVERIFY(QFile::link(store, path));
+  }
+  Workspace ws;
+  QVERIFY(ws.newProject());
+  const QString saved = dir_.filePath(QStringLiteral("before-store.clusterscope.json"));
+  QVERIFY(ws.saveAs(saved));
+  Project p = ws.project();
+  p.plans[0].parallel.zero_stage = 2;
+  ws.edit(QStringLiteral("zero"), p);
+  QSignalSpy messages(&ws, &Workspace::message);
+  QVERIFY(!ws.saveAs(path));
+  QCOMPARE(messages.count(), 1);
+  QCOMPARE(messages.front().at(1).value<MessageLevel>(), MessageLevel::error);
+  const QString said = messages.front().front().toString();
+  QVERIFY2(said.contains(path) && said.contains(QStringLiteral("SQLite database")),
+           qPrintable(said));
+  QFile kept(store);
+  QVERIFY(kept.open(QIODevice::ReadOnly));
+  QVERIFY2(kept.readAll() == store_bytes, "the run store was written over");
+  QCOMPARE(QFileInfo(path).isSymLink(), link);
+  QVERIFY(ws.isModified());
+  QCOMPARE(ws.filePath(), saved);
   ws.closeSession();
 }
 

@@ -124,10 +124,12 @@ class TestGuiRun : public QObject {
   void timeAxisStaysOnScreen();
   void rangeLabelStaysUnderTheAxis();
   void exports();
+  void titleWithPercentDigitsReadsAsWritten();
   void committedTraces_data();
   void committedTraces();
   void importedTraces_data();
   void importedTraces();
+  void importGoingUntilEachEnds();
   void badFiles_data();
   void badFiles();
   void damagedStoreIsSaid();
@@ -139,6 +141,7 @@ class TestGuiRun : public QObject {
   void committedCountersOnTheTimeline();
   void memoryPartsAreNotLanes();
   void predictedLaneDrawsThePlanPredicted();
+  void predictedStoresDoNotPileUp();
   void predictionTableHoldsEachEndStage();
   void unpredictableStoreSaysWhy_data();
   void unpredictableStoreSaysWhy();
@@ -1659,6 +1662,61 @@ void TestGuiRun::manyLanesLoadWhatIsInView() {
   QTRY_VERIFY_WITH_TIMEOUT(covered(), 30000);
 }
 
+// A run titled with "%1" or "%2" (a plan's name, a program's): the header
+// put the source and the store's path in their place, and read "%4%5".
+void TestGuiRun::titleWithPercentDigitsReadsAsWritten() {
+  const QString path = dir_.filePath(QStringLiteral("percent-title.db"));
+  {
+    trace::RunInfo run;
+    run.title = "batch %1 of %2";
+    run.source = "profile";
+    auto w = trace::TraceWriter::create(path.toStdString(), run);
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "GPU 0", 100, 0, false});
+    trace::Event e;
+    e.lane = (*w)->add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
+    e.kind = trace::EventKind::kernel;
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    e.name = (*w)->intern("gemm");
+    (*w)->add(e);
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, path);
+  const QString header = view.header()->text();
+  QVERIFY2(
+      header.startsWith(QStringLiteral("<b>batch %1 of %2</b> — 1 rank · source profile · ")) &&
+          header.contains(QFileInfo(path).absoluteFilePath()) &&
+          !header.contains(QStringLiteral("%4")),
+      qPrintable(header));
+}
+
+// Each store opened writes the planner's step for its lanes into a temporary
+// store: every one stayed until the app ended (half a megabyte for a run of
+// three steps, each time a run was opened again). Those no longer shown go.
+void TestGuiRun::predictedStoresDoNotPileUp() {
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QStringList written;
+  for (int i = 0; i < 4; ++i) {
+    openAndWait(view, cpu_store_);
+    QTRY_VERIFY_WITH_TIMEOUT(!view.predictedTimeline()->storePath().isEmpty() &&
+                                 !written.contains(view.predictedTimeline()->storePath()),
+                             20000);
+    written << view.predictedTimeline()->storePath();
+  }
+  QTRY_VERIFY_WITH_TIMEOUT(
+      !view.predictedTimeline()->busy() && view.predictedTimeline()->laneCount() > 0, 20000);
+  for (int i = 0; i < written.size(); ++i) {
+    const bool kept = QFileInfo::exists(written[i]);
+    QVERIFY2(kept == (i >= written.size() - 2), qPrintable(written[i]));
+  }
+}
+
 void TestGuiRun::exports() {
   RunView view;
   view.resize(1200, 900);
@@ -1985,6 +2043,29 @@ void TestGuiRun::importedTraces_data() {
   QTest::addRow("Kineto, two ranks") << QStringList{validation + "/kineto/sampled_rank-0.json.gz",
                                                     validation + "/kineto/sampled_rank-1.json.gz"};
   QTest::addRow("Nsight Systems SQLite") << QStringList{validation + "/nsys/saxpy-mpi-cuda.sqlite"};
+}
+
+// Two imports at once (the menu takes another while one is written): the
+// first to end said none was going, and closing the window no longer asked
+// while the other was still being written (the app stayed on out of sight).
+void TestGuiRun::importGoingUntilEachEnds() {
+  const QString validation = QStringLiteral(CS_DATA_DIR "/validation");
+  MainWindow window;
+  window.show();
+  QSignalSpy imported(&window, &MainWindow::runImported);
+  QList<bool> going_after;
+  connect(&window, &MainWindow::runImported, this,
+          [&] { going_after << window.importInProgress(); });
+  window.importTrace({validation + "/nsys/saxpy-mpi-cuda.sqlite"});
+  window.importTrace({validation + "/kineto/sampled_rank-0.json.gz",
+                      validation + "/kineto/sampled_rank-1.json.gz"});
+  QVERIFY(window.importInProgress());
+  QTRY_COMPARE_WITH_TIMEOUT(imported.count(), 2, 120000);
+  for (const QList<QVariant>& one : imported)
+    QVERIFY2(one.at(1).toString().isEmpty(), qPrintable(one.at(1).toString()));
+  // Still going when the first ended; none once both have.
+  QCOMPARE(going_after, (QList<bool>{true, false}));
+  QVERIFY(!window.importInProgress());
 }
 
 void TestGuiRun::importedTraces() {

@@ -134,6 +134,7 @@ class TestGuiTimeline : public QObject {
   void timesToTheMicrosecond_data();
   void timesToTheMicrosecond();
   void tooltipsTellEventsApart();
+  void namesWithPercentDigitsReadAsWritten();
   void zoomAndPanStayInTheTrace();
   void zoomKeepsThePointersTime_data();
   void zoomKeepsThePointersTime();
@@ -302,6 +303,47 @@ void TestGuiTimeline::tooltipsTellEventsApart() {
     tips << QToolTip::text();
   }
   QVERIFY2(tips[0] != tips[1], qPrintable(tips[0]));
+}
+
+// Names holding "%1", "%2" (a format string in an NVTX range, a file name)
+// read as written: each was taken as a place for the figures that follow,
+// and a fold of them read "copy 2 of 3 and %2 more".
+void TestGuiTimeline::namesWithPercentDigitsReadAsWritten() {
+  const QString path = dir_.filePath(QStringLiteral("percent-names.cstrace"));
+  const QString name = QStringLiteral("copy %1 of %2");
+  {
+    trace::RunInfo run;
+    run.title = "percent";
+    run.source = "test";
+    auto w = trace::TraceWriter::create(path.toStdString(), run);
+    QVERIFY(w.ok());
+    trace::TraceWriter& writer = *w.value();
+    writer.add_rank({0, "host", "GPU 0", 1, 0, false});
+    const trace::LaneId lane = writer.add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
+    const trace::StringId id = writer.intern(name.toStdString());
+    // 2000 events of 50 ns in 1 ms: a pixel of the whole holds several.
+    for (int i = 0; i < 2000; ++i) {
+      trace::Event e;
+      e.lane = lane;
+      e.start_ns = std::int64_t(i) * 500;
+      e.end_ns = e.start_ns + 50;
+      e.name = id;
+      writer.add(e);
+    }
+    QVERIFY(writer.close().ok());
+  }
+  TimelineWidget w;
+  w.resize(900, 200);
+  w.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&w));
+  w.setStore(path);
+  waitForFrame(w);
+  const int row_y = int(w.laneRect(0).top()) + 8;
+  const QPoint at(int(w.xOf(500'000)), row_y);
+  const QString tip = cs::gui::test::toolTipAt(&w, at);
+  QVERIFY2(tip.contains(QStringLiteral("<b>copy %1 of %2</b> and ")) &&
+               tip.contains(QStringLiteral(" more<br>")) && !tip.contains(QStringLiteral("%3")),
+           qPrintable(tip));
 }
 
 void TestGuiTimeline::zoomAndPanStayInTheTrace() {
