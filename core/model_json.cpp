@@ -544,6 +544,14 @@ json peak_json(const PeakRates& p) {
 
 }  // namespace
 
+const Range& training_tokens_range() {
+  return kLimits.tokens;
+}
+
+const Range& price_per_gpu_hour_range() {
+  return kLimits.price;
+}
+
 std::string_view to_string(DocumentKind kind) { return kDocumentKindNames.name(kind); }
 
 Result<GpuSpec> gpu_from_json(const json& j, std::string_view document) {

@@ -27,6 +27,13 @@ inline constexpr int kMaxLayers = 1 << 16;
 inline constexpr int kMaxWidth = 1 << 20;   // hidden size, heads
 inline constexpr int kMaxLength = 1 << 24;  // sequence, vocabulary, MLP width
 
+struct Range;
+// The rules of figures a flag gives too (`--tokens`, `--price`): the flag is
+// checked with its field's own range, so that it is refused as the field is,
+// and the message names the flag.
+const Range& training_tokens_range();     // 0 (none), or 1 to 1e18
+const Range& price_per_gpu_hour_range();  // USD, 0 to 1e6
+
 class PresetCatalog;
 
 enum class DocumentKind { gpu, link, cluster, workload, parallel_plan, precision_plan, plan };

@@ -62,8 +62,8 @@ const CLI::Validator& seed_number() {
   return check;
 }
 
-CLI::Validator number_within(const Range& range) {
-  return number_in(range, "NUMBER");
+CLI::Validator number_within(const Range& range, std::string name) {
+  return number_in(range, std::move(name));
 }
 
 CLI::Validator whole_number_within(const Range& range) {
@@ -166,7 +166,7 @@ void ClusterOptions::add_to(CLI::App& command, bool positional) {
   command.add_option("--inter-link", inter_link,
                      "Link preset between nodes, one port per GPU (default ib-ndr)");
   command.add_option("--price", price_per_gpu_hour, "Price per GPU-hour in USD")
-      ->check(non_negative_number());
+      ->check(number_within(price_per_gpu_hour_range(), "NONNEGATIVE"));
 }
 
 Cluster ClusterOptions::resolve(const PresetCatalog& catalog) const {
@@ -302,7 +302,7 @@ void ModelOptions::add_to(CLI::App& command) {
           },
           "on|off"));
   command.add_option("--tokens", training_tokens, "Tokens to train on")
-      ->check(non_negative_number());
+      ->check(number_within(training_tokens_range(), "NONNEGATIVE"));
 }
 
 bool ModelOptions::given() const {

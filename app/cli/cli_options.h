@@ -34,8 +34,9 @@ const CLI::Validator& non_negative_number();
 const CLI::Validator& non_negative_int();
 // A seed: a whole number that fits 64 bits.
 const CLI::Validator& seed_number();
-// A number the range holds: "--bandwidth: must be > 0 and <= 1e+06 (got 1e-300)".
-CLI::Validator number_within(const Range& range);
+// A number the range holds: "--bandwidth: must be > 0 and <= 1e+06 (got 1e-300)";
+// `name` is what --help shows of it.
+CLI::Validator number_within(const Range& range, std::string name = "NUMBER");
 CLI::Validator integer_between(std::int64_t lo, std::int64_t hi);
 // A count held in a double (past an int: samples, iterations): whole, in range.
 CLI::Validator whole_number_within(const Range& range);

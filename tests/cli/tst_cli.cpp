@@ -139,12 +139,18 @@ void TestCli::exitCodes_data() {
   QTest::addRow("run threads past the worker's")
       << QStringList{"run", "--threads", "100000", "--steps", "1"} << 2 << ""
       << "--threads: must be between 1 and 4096 (got 100000)";
-  // Fewer than one token: "1 step, 6.15 ms ... compute 0.00 FLOP".
+  // Fewer than one token: "1 step, 6.15 ms ... compute 0.00 FLOP". The
+  // flag is named, by its field's rule (it said "command line:
+  // /training_tokens: ...", a field the user never typed).
   QTest::addRow("plan tokens below one")
       << QStringList{"plan",       "--cluster", "dgx-h100-8", "--model",
                      "gpt2-small", "--tokens",  "1e-300"}
-      << 1 << ""
-      << "/training_tokens: must be 0 (none) or at least 1 (got 1e-300)";
+      << 2 << ""
+      << "clusterscope: error: --tokens: must be 0 (none) or at least 1 (got 1e-300)";
+  QTest::addRow("plan tokens past the bound")
+      << QStringList{"plan", "--cluster", "dgx-h100-8", "--model", "gpt2-small", "--tokens", "1e19"}
+      << 2 << ""
+      << "clusterscope: error: --tokens: must be between 0 and 1e+18 (got 1e19)";
   QTest::addRow("validate missing file") << QStringList{"validate", "/nonexistent.json"} << 1 << ""
                                          << "/nonexistent.json: cannot open file";
   // The GPU check profiles its PyTorch program against this plan

@@ -327,8 +327,12 @@ void TestPlanCli::planErrors_data() {
                                    << "--tp: must be a whole number in decimal digits (got two)";
   QTest::addRow("zero 5") << base + QStringList{"--zero", "5"} << 2
                           << "--zero: must be between 0 and 3 (got 5)";
+  // The cluster document's rule, said of the flag (a price past it read
+  // "command line: /price_per_gpu_hour: ...").
   QTest::addRow("negative price") << base + QStringList{"--price", "-1"} << 2
-                                  << "--price: must be >= 0 (got -1)";
+                                  << "--price: must be between 0 and 1000000 (got -1)";
+  QTest::addRow("price past the bound") << base + QStringList{"--price", "1e300"} << 2
+                                        << "--price: must be between 0 and 1000000 (got 1e300)";
   // Counts whose products pass an int: refused, where they divided by zero
   // (SIGFPE) or printed negative batches.
   QTest::addRow("micro-batch past an int")
