@@ -263,10 +263,12 @@ void run_flops(const FlopsOptions& o, Context& ctx) {
   }
   std::cout << "Training FLOPs" << (what.empty() ? "" : " of " + what) << ":\n"
             << "  forward " << format_rate(forward, "FLOP") << " per sample, batch "
-            << number(o.batch) << ", " << number(iterations) << " iterations";
+            << number(o.batch) << ", " << number(iterations)
+            << (iterations == 1 ? " iteration" : " iterations");
   if (!o.iterations) {
     std::cout << " (" << number(epochs) << (epochs == 1 ? " epoch" : " epochs") << " of "
-              << number(samples) << " samples, ceil(samples/batch) a pass)";
+              << number(samples) << (samples == 1 ? " sample" : " samples")
+              << ", ceil(samples/batch) a pass)";
   }
   if (o.iterations) {
     std::cout << "\n  forward x 3 (1 forward + 2 backward) x batch x iterations = ";

@@ -753,6 +753,13 @@ void TestCli::calcText() {
            qPrintable(r.out));
   QVERIFY2(r.out.contains("the last, partial batch of each epoch counts as a full one"),
            qPrintable(r.out));
+  // One of each, said as one ("1 iterations", "1 samples").
+  r = run_cli({"calc", "flops", "--forward-flops", "1e9", "--iterations", "1"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("batch 256, 1 iteration\n"), qPrintable(r.out));
+  r = run_cli({"calc", "flops", "--forward-flops", "1e9", "--samples", "1", "--batch", "1"});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("batch 1, 1 iteration (1 epoch of 1 sample, "), qPrintable(r.out));
 }
 void TestCli::standardInputDocuments_data() {
   QTest::addColumn<QStringList>("args");
