@@ -106,11 +106,10 @@ int samples_per_step(const ParallelPlan& p) {
 // (read_json_file) rather than "unknown preset".
 bool looks_like_file(const std::string& argument) {
   std::error_code ec;
-  // No preset name has a '/': a path that is there is read (a device or a
-  // pipe said "unknown preset").
-  return argument == "-" || std::filesystem::is_regular_file(argument, ec) ||
-         std::filesystem::is_directory(argument, ec) ||
-         (argument.find('/') != std::string::npos && std::filesystem::exists(argument, ec)) ||
+  // A path that is there is read, whatever it is and however it is written:
+  // a named pipe in the working folder (`mkfifo model`) was "an unknown
+  // model preset" where one given as ./model or <(...) was read.
+  return argument == "-" || std::filesystem::exists(argument, ec) ||
          (argument.size() > 5 && argument.ends_with(".json"));
 }
 

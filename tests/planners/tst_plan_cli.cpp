@@ -12,6 +12,7 @@
 
 #include <signal.h>
 
+#include "../named_pipe_writer.h"
 #include "../process_run.h"
 
 namespace {
@@ -59,6 +60,8 @@ class TestPlanCli : public QObject {
   void seedZeroExample_data();
   void seedZeroExample();
   void planDocument();
+  void documentsOnNamedPipes_data();
+  void documentsOnNamedPipes();
   void brokenRulesNameThePlanFile();
   void brokenRulesSayFlagsChangedThePlanFile_data();
   void brokenRulesSayFlagsChangedThePlanFile();
@@ -384,6 +387,53 @@ void TestPlanCli::seedZeroExample() {
   QVERIFY2(r.out.contains("Memory per GPU (stage 0, the most loaded): " + memory + " of 80.0 GiB"),
            qPrintable(r.out));
   QVERIFY2(r.out.contains(QRegularExpression("\nactivations +10\\.8 GiB")), qPrintable(r.out));
+}
+
+// A document on a named pipe is read as a file, and said to wait for its
+// writer, however it is named: one in the working folder (`mkfifo model`)
+// was taken for a preset name ("unknown model preset") by --model and
+// --cluster, where ./model, <(...) and --plan read it.
+void TestPlanCli::documentsOnNamedPipes_data() {
+  QTest::addColumn<QString>("flag");
+  QTest::addColumn<QByteArray>("document");
+  QTest::addColumn<QString>("shown");  // in the estimate's first line
+  QTest::addRow("--model") << "--model"
+                           << QByteArray(R"({"kind": "workload", "name": "pipe-gpt", "layers": 12,
+    "hidden": 768, "heads": 12, "seq_len": 1024, "vocab": 50257})")
+                           << "pipe-gpt on ";
+  QTest::addRow("--cluster") << "--cluster"
+                             << QByteArray(R"({"kind": "cluster", "name": "pipe-box", "nodes": 1,
+    "gpus_per_node": 8, "gpu": "a100-80gb", "intra_node": "nvlink3"})")
+                             << " on pipe-box";
+  QTest::addRow("--plan") << "--plan"
+                          << QByteArray(R"({"cluster": "dgx-a100-8", "workload": "gpt2-small",
+    "parallel": {"dp": 8}})")
+                          << "GPT-2 124M on ";
+}
+
+void TestPlanCli::documentsOnNamedPipes() {
+  QFETCH(QString, flag);
+  QFETCH(QByteArray, document);
+  QFETCH(QString, shown);
+  QTemporaryDir dir;
+  cs::test::NamedPipeWriter pipe(dir.filePath("doc"), document);
+  QVERIFY(pipe.made());
+  QStringList args = {"plan", flag, "doc"};
+  if (flag == "--model")
+    args << "--cluster"
+         << "dgx-a100-8";
+  if (flag == "--cluster")
+    args << "--model"
+         << "gpt2-small";
+  cs::test::ProcessOptions in_dir;
+  in_dir.dir = dir.path();
+  const Run r = run_cli(args, in_dir);
+  pipe.finish();
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.err.contains("clusterscope: " + flag +
+                          ": reading doc, a named pipe: waiting for a program to write to it"),
+           qPrintable(r.err));
+  QVERIFY2(r.out.section('\n', 0, 0).contains(shown), qPrintable(r.out));
 }
 
 void TestPlanCli::planDocument() {
