@@ -1532,8 +1532,10 @@ int ending_weight(std::string_view status) {
 // What the inputs say of the run they came from: a rank store of the
 // ClusterScope engines carries its worker's command line, the same on every
 // rank of one run; the merged run ends as its inputs' worst ending (the
-// first of equals).
-std::string merged_status(const std::vector<std::string>& inputs) {
+// first of equals). What it notes of them goes to `notes`, said once the
+// merge is done: before a refusal ("... of run A, ... of run B") they
+// spoke of a merged run there was never going to be.
+std::string merged_status(const std::vector<std::string>& inputs, std::vector<std::string>& notes) {
   std::string status = "complete";
   std::string first_engine_input, engine_command;
   for (const std::string& path : inputs) {
@@ -1562,15 +1564,14 @@ std::string merged_status(const std::vector<std::string>& inputs) {
     if (state.status == "writing") ended = state.writer_alive ? "partial" : "interrupted";
     if (ended.empty() || ended == "complete") continue;
     if (ended == "partial") {
-      std::cerr << "clusterscope: note: " << path
-                << " is still being written (its writer is running): merged as committed so far\n";
+      notes.push_back(
+          path + " is still being written (its writer is running): merged as committed so far");
     } else {
-      std::cerr << "clusterscope: note: " << path << " ended " << ended << '\n';
+      notes.push_back(path + " ended " + ended);
     }
     if (ending_weight(ended) > ending_weight(status)) status = ended;
   }
-  if (status != "complete")
-    std::cerr << "clusterscope: note: the merged run is marked " << status << '\n';
+  if (status != "complete") notes.push_back("the merged run is marked " + status);
   return status;
 }
 
@@ -1578,8 +1579,11 @@ void run_merge(const MergeCliOptions& o) {
   MergeOptions options;
   options.alignment = parse_alignment(o.align);
   options.run.title = o.title;
-  options.status = merged_status(o.inputs);
+  std::vector<std::string> notes;
+  options.status = merged_status(o.inputs, notes);
   MergeReport report = take(merge_stores(o.inputs, o.output, options));
+  for (const std::string& note : notes)
+    std::cerr << "clusterscope: note: " << note << '\n';
   for (const std::string& loss : report.losses)
     report.warnings.push_back(o.output + ": " + loss);
   for (const std::string& w : report.warnings)

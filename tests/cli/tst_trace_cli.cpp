@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -148,6 +149,7 @@ class TestTraceCli : public QObject {
   void compareTwoRuns();
   void criticalPathOfARun();
   void mergeStores();
+  void mergeOfTwoRunsIsRefusedWithoutAnEnding();
   void failedWriteKeepsTheEarlierStore_data();
   void failedWriteKeepsTheEarlierStore();
   void exportToStandardOutput();
@@ -2179,6 +2181,48 @@ void TestTraceCli::mergeStores() {
   QCOMPARE(m["clock_alignment"].toString(), QString("none"));
 }
 
+// Rank stores of two runs, one of which crashed: the merge is refused,
+// and says nothing of a merged run (it said "the merged run is marked
+// crashed" first, of a store it never wrote).
+void TestTraceCli::mergeOfTwoRunsIsRefusedWithoutAnEnding() {
+  namespace tr = cs::trace;
+  QTemporaryDir dir;
+  QStringList args = {"trace", "merge"};
+  for (const auto& [rank, run_id, ending] :
+       {std::tuple{0, "run-a", "crashed"}, std::tuple{1, "run-b", "complete"}}) {
+    const QString store = dir.filePath(QString("rank%1.db").arg(rank));
+    auto created = tr::TraceWriter::create(store.toStdString(), tr::RunInfo{"rank", "test"});
+    QVERIFY2(created, created ? "" : created.message().c_str());
+    tr::TraceWriter& w = **created;
+    w.set_meta(tr::kRunIdMeta, run_id);
+    w.add_rank({rank, "box", "CPU", 100 + rank, 0, false});
+    tr::Event e;
+    e.lane = w.add_lane(rank, tr::LaneKind::cpu_thread, "compute");
+    e.name = w.intern("gemm");
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    w.add(e);
+    QVERIFY(w.close(ending).ok());
+    args << store;
+  }
+  const QString out = dir.filePath("run.db");
+  const Run refused = run_cli(args + QStringList{"-o", out, "--align", "none"});
+  QCOMPARE(refused.exit_code, 1);
+  QVERIFY2(refused.err.contains("rank0.db is a rank store of run run-a") &&
+               refused.err.contains("rank1.db of run run-b"),
+           qPrintable(refused.err));
+  QVERIFY2(!refused.err.contains("marked") && !refused.err.contains("note:"),
+           qPrintable(refused.err));
+  QVERIFY(!QFile::exists(out));
+  // One run's ranks, one crashed: merged, and said so.
+  QVERIFY(set_meta(dir.filePath("rank1.db"), "run_id", "run-a"));
+  const Run merged = run_cli(args + QStringList{"-o", out, "--align", "none"});
+  QVERIFY2(merged.exit_code == 0, qPrintable(merged.err));
+  QVERIFY2(merged.err.contains("note: " + dir.filePath("rank0.db") + " ended crashed\n") &&
+               merged.err.contains("note: the merged run is marked crashed\n"),
+           qPrintable(merged.err));
+}
+
 // Importing or merging onto an earlier store that fails part way (here past
 // a file-size limit, `ulimit -f` on a cluster node; a full disk is the same)
 // keeps the earlier store whole and leaves nothing behind; the process is not
@@ -2403,8 +2447,6 @@ void TestTraceCli::errors_data() {
       << QStringList{"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o",
                      "/nonexistent/dir/x.cstrace"}
       << 1 << "/nonexistent/dir/x.cstrace: the folder /nonexistent/dir does not exist";
-  // A window edge that is no time, or past any trace (both exported every event).
-  const QString store = CS_SOURCE_DIR "/tests/data/gpu/worker-fp32.db";
   QTest::addRow("window from nan")
       << QStringList{"trace", "export", store, "-o", "x.json", "--from", "nan"} << 1
       << "--from: \"nan\" is not a time";
