@@ -11,6 +11,7 @@
 
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
+#include "app/cli/output_folder.h"
 #include "app/cli/text_table.h"
 #include "core/format.h"
 #include "core/json_text.h"
@@ -267,6 +268,7 @@ void run(const PlanCommandOptions& o, Context& ctx) {
   if (!o.timeline.empty()) {
     take(trace::check_store_path(o.timeline));
     refuse_replacing_measurements(o.timeline);
+    make_output_folder(o.timeline);
     timeline_written =
         trace::build_store_then_replace(o.timeline, [&](const std::string& temporary) -> Status {
           auto written = plan::write_predicted_timeline(plan, temporary);

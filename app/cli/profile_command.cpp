@@ -9,6 +9,7 @@
 #include "app/calibration/calibration_workflow.h"
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
+#include "app/cli/output_folder.h"
 #include "core/format.h"
 #include "core/host_probe.h"
 #include "core/json_text.h"
@@ -80,6 +81,7 @@ void run(const ProfileOptions& o, Context& ctx) {
   }
   profiler::ProfileRequest request;
   request.command = o.command;
+  make_output_folder(o.out);
   request.out = o.out;
   request.keep_parts = o.keep_parts;
   request.nvtx = !o.no_nvtx;

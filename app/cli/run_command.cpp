@@ -26,6 +26,7 @@
 #include "app/calibration/calibration_workflow.h"
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
+#include "app/cli/output_folder.h"
 #include "app/cli/run_summary.h"
 #include "app/cli/signal_cancel.h"
 #include "app/cli/text_table.h"
@@ -692,6 +693,9 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
     if (Status s = launch::check_local_cpu_ranks(plan, o.backend); !s)
       throw UsageError(s.message());
   }
+  // plan_run makes the folders too, silently: one that cannot be made was
+  // "RUN.plan.json: cannot write (cannot create ...partial: Not a directory)".
+  make_output_folder(run_options.run_store);
   auto made = launch::plan_run(plan, run_options);
   if (!made) {
     std::string message = made.message();

@@ -22,6 +22,7 @@
 #include "app/calibration/calibration_workflow.h"
 #include "app/cli/cli_options.h"
 #include "app/cli/context.h"
+#include "app/cli/output_folder.h"
 #include "app/cli/text_table.h"
 #include "core/file_beside.h"
 #include "core/file_exists.h"
@@ -1345,6 +1346,7 @@ void run_export(ExportOptions o, Context& ctx) {
   if (format == "csv" && o.table != "all" && !csv_table_from_string(o.table))
     throw UsageError("--table: \"" + o.table + "\" is not one of " + csv_table_names());
   auto r = open_store(o.store);
+  if (!to_device) make_output_folder(o.output);  // per-rank files and CSV sets go in it too
   // A window limits the events to those overlapping it, and the figures of a
   // report or a summary table to what ran in it (the app's selected range).
   const std::optional<TimeRange> window = window_of(*r, o.from, o.to, o.steps);
@@ -1481,6 +1483,7 @@ void run_import(const ImportCliOptions& o, Context& ctx) {
     planned = plan_file_prediction(ctx.catalog(), o.plan_file);
     options.meta.emplace_back(kPredictedStepMetaKey, json_text(to_json(planned->step)));
   }
+  make_output_folder(o.output);
   ImportReport report = take(import_traces(o.inputs, o.output, options));
   if (planned) {
     if (const std::string note = calib::plan_size_note(planned->plan, report.ranks); !note.empty())
@@ -1581,6 +1584,7 @@ void run_merge(const MergeCliOptions& o) {
   options.run.title = o.title;
   std::vector<std::string> notes;
   options.status = merged_status(o.inputs, notes);
+  make_output_folder(o.output);
   MergeReport report = take(merge_stores(o.inputs, o.output, options));
   for (const std::string& note : notes)
     std::cerr << "clusterscope: note: " << note << '\n';

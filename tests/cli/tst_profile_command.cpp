@@ -794,15 +794,23 @@ void TestProfileCommand::missingInjectionLibrary() {
 // used to run to its end first (a training job's hours), then nothing kept.
 void TestProfileCommand::outIsCheckedBeforeTheCommandRuns() {
   QTemporaryDir tmp;
-  Run r = profile({"--out", "/nonexistent/run.db", "--", "sh", "-c", "echo RAN"}, with_tmp(tmp));
-  QCOMPARE(r.exit_code, 1);
-  QVERIFY2(r.err.contains("/nonexistent/run.db: its folder /nonexistent does not exist"),
-           qPrintable(r.err));
-  QVERIFY(!r.out.contains("RAN"));
   QFile notes(tmp.filePath("notes.txt"));
   QVERIFY(notes.open(QIODevice::WriteOnly));
   notes.write("keep me\n");
   notes.close();
+  // A folder that cannot be made (a file stands there); one missing is made,
+  // as every output's is (it said "its folder ... does not exist").
+  const QString under_a_file = notes.fileName() + "/runs/run.db";
+  Run r = profile({"--out", under_a_file, "--", "sh", "-c", "echo RAN"}, with_tmp(tmp));
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains(under_a_file + ": cannot create its folder " + notes.fileName() +
+                          "/runs (" + notes.fileName() + " is a file, not a folder)"),
+           qPrintable(r.err));
+  QVERIFY(!r.out.contains("RAN"));
+  r = profile({"--out", tmp.filePath("runs/today/run.db"), "--", "true"}, with_tmp(tmp));
+  QVERIFY2(!r.err.contains("does not exist") && !r.err.contains("cannot create"),
+           qPrintable(r.err));
+  QVERIFY(QFileInfo(tmp.filePath("runs/today")).isDir());
   r = profile({"--out", notes.fileName(), "--", "sh", "-c", "echo RAN"}, with_tmp(tmp));
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains(notes.fileName() + ": is a file that is not a trace store"),

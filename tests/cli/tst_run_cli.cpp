@@ -457,6 +457,13 @@ void TestRunCli::userErrors_data() {
       << "backend auto decides on this machine, but the ranks run on the hostfile's hosts";
   QTest::addRow("bad hostfile line") << QStringList{"--hostfile", "BAD_HOSTFILE"} << 1
                                      << "BAD_HOSTFILE:1: \"node;reboot\" is not a host name";
+  // A folder of --out that cannot be made is said as every output's is (it
+  // was "RUN.plan.json: cannot write (cannot create ...partial: Not a
+  // directory)").
+  QTest::addRow("--out under a file")
+      << QStringList{"--out", "GOOD_HOSTFILE/runs/run.db"} << 1
+      << "GOOD_HOSTFILE/runs/run.db: cannot create its folder GOOD_HOSTFILE/runs (GOOD_HOSTFILE "
+         "is a file, not a folder)";
   QTest::addRow("{rank} in --out")
       << QStringList{"--out", "r{rank}.db"} << 2 << "{rank} is not replaced there";
   QTest::addRow("negative seed")
@@ -501,6 +508,7 @@ void TestRunCli::userErrors() {
     a.replace("GOOD_HOSTFILE", good);
   }
   message.replace("BAD_HOSTFILE", bad);
+  message.replace("GOOD_HOSTFILE", good);
   const bool model_from_args = args.removeAll("MODEL_FROM_ARGS") > 0;
   const QStringList out = args.contains("--out") ? QStringList{}
                                                  : QStringList{"--out", dir_.filePath("errors/run.db")};

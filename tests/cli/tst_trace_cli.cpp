@@ -145,6 +145,8 @@ class TestTraceCli : public QObject {
   void exportFormats();
   void outputsKeepReadOnlyFilesAndFolders_data();
   void outputsKeepReadOnlyFilesAndFolders();
+  void outputsMakeTheirFolders_data();
+  void outputsMakeTheirFolders();
   void mergeKeepsAReadOnlyStore();
   void compareTwoRuns();
   void criticalPathOfARun();
@@ -2141,6 +2143,74 @@ void TestTraceCli::outputsKeepReadOnlyFilesAndFolders() {
   if (!not_written.isEmpty()) QVERIFY(!QFile::exists(dir.filePath(not_written)));
 }
 
+// Every output of the trace commands makes the folders missing on its way,
+// as `run --out` does (an export said "cannot write: No such file or
+// directory", an import or a merge "the folder ... does not exist"); one
+// that cannot be made, under a file, is refused by name and nothing written.
+void TestTraceCli::outputsMakeTheirFolders_data() {
+  QTest::addColumn<QStringList>("args");   // @: the test's folder; STORE: a store there
+  QTest::addColumn<QStringList>("files");  // written, under @
+  QTest::addColumn<QString>("error");      // else: refused with this
+  QTest::addRow("Chrome trace") << QStringList{"trace", "export", "STORE", "-o", "@/a/b/out.json"}
+                                << QStringList{"a/b/out.json"} << "";
+  QTest::addRow("HTML report") << QStringList{"trace", "export", "STORE", "-o", "@/h/out.html"}
+                               << QStringList{"h/out.html"} << "";
+  QTest::addRow("one CSV table") << QStringList{"trace",       "export",  "STORE",  "-o",
+                                                "@/c/out.csv", "--table", "kernels"}
+                                 << QStringList{"c/out.csv"} << "";
+  QTest::addRow("CSV tables") << QStringList{"trace",     "export",  "STORE", "-o",
+                                             "@/t/t.csv", "--table", "all"}
+                              << QStringList{"t/t.events.csv", "t/t.kernels.csv"} << "";
+  QTest::addRow("a file per rank")
+      << QStringList{"trace", "export", "STORE", "-o", "@/p/per.json", "--file-per-rank"}
+      << QStringList{"p/per.rank0.json"} << "";
+  QTest::addRow("import") << QStringList{"trace", "import", "@/saxpy.sqlite", "-o", "@/i/x.db"}
+                          << QStringList{"i/x.db"} << "";
+  QTest::addRow("merge") << QStringList{"trace", "merge", "STORE", "-o", "@/m/n/merged.db"}
+                         << QStringList{"m/n/merged.db"} << "";
+  const QString under_a_file =
+      ": cannot create its folder @/a-file/sub (@/a-file is a file, not a folder)";
+  QTest::addRow("export under a file")
+      << QStringList{"trace", "export", "STORE", "-o", "@/a-file/sub/out.json"} << QStringList{}
+      << "@/a-file/sub/out.json" + under_a_file;
+  QTest::addRow("import under a file")
+      << QStringList{"trace", "import", "@/saxpy.sqlite", "-o", "@/a-file/sub/x.db"}
+      << QStringList{} << "@/a-file/sub/x.db" + under_a_file;
+  QTest::addRow("merge under a file")
+      << QStringList{"trace", "merge", "STORE", "-o", "@/a-file/sub/m.db"} << QStringList{}
+      << "@/a-file/sub/m.db" + under_a_file;
+}
+
+void TestTraceCli::outputsMakeTheirFolders() {
+  QFETCH(QStringList, args);
+  QFETCH(QStringList, files);
+  QFETCH(QString, error);
+  QTemporaryDir dir;
+  const QString nsys = dir.filePath("saxpy.sqlite");
+  QVERIFY(QFile::copy(kData + "nsys/saxpy-mpi-cuda.sqlite", nsys));
+  QVERIFY(QFile::setPermissions(nsys, QFile::ReadOwner | QFile::WriteOwner));
+  const QString store = dir.filePath("saxpy.cstrace");
+  QCOMPARE(run_cli({"trace", "import", nsys, "-o", store}).exit_code, 0);
+  {
+    QFile f(dir.filePath("a-file"));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("kept");
+  }
+  for (QString& a : args)
+    a.replace("STORE", store).replace("@", dir.path());
+  const Run r = run_cli(args);
+  if (error.isEmpty()) {
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    for (const QString& file : files)
+      QVERIFY2(QFileInfo(dir.filePath(file)).size() > 0, qPrintable(file));
+    return;
+  }
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("clusterscope: error: " + error.replace("@", dir.path())),
+           qPrintable(r.err));
+  QVERIFY(QFileInfo(dir.filePath("a-file")).isFile());
+}
+
 // A store named as the output of a merge, made read-only, is kept.
 void TestTraceCli::mergeKeepsAReadOnlyStore() {
   QTemporaryDir dir;
@@ -2443,10 +2513,15 @@ void TestTraceCli::errors_data() {
       << "docs: not a trace this build imports (a PyTorch profiler "
          "or Chrome JSON trace, plain or gzip, or an Nsight Systems "
          "SQLite export): it is a folder";
-  QTest::addRow("import into a folder not there")
+  // A folder missing is made (outputsMakeTheirFolders); one under a file cannot be.
+  QTest::addRow("import into a folder under a file")
       << QStringList{"trace", "import", kData + "nsys/saxpy-mpi-cuda.sqlite", "-o",
-                     "/nonexistent/dir/x.cstrace"}
-      << 1 << "/nonexistent/dir/x.cstrace: the folder /nonexistent/dir does not exist";
+                     CS_SOURCE_DIR "/README.md/dir/x.cstrace"}
+      << 1
+      << CS_SOURCE_DIR "/README.md/dir/x.cstrace: cannot create its folder " CS_SOURCE_DIR
+                       "/README.md/dir (" CS_SOURCE_DIR "/README.md is a file, not a folder)";
+  // A window edge that is no time, or past any trace (both exported every event).
+  const QString store = CS_SOURCE_DIR "/tests/data/gpu/worker-fp32.db";
   QTest::addRow("window from nan")
       << QStringList{"trace", "export", store, "-o", "x.json", "--from", "nan"} << 1
       << "--from: \"nan\" is not a time";

@@ -329,6 +329,7 @@ class TestCalibration : public QObject {
   void ncclTestsLineLongerThanAnyIsLeftOut();
   void ncclTestsFitsTheTier();
   void namedPipesAsInputs();
+  void fromSweepsMakesTheFolderOfItsStore();
   void malformedNcclTestsLogs_data();
   void malformedNcclTestsLogs();
   void ncclTestsLinesThatAreNotRowsAreCounted();
@@ -1807,6 +1808,39 @@ void TestCalibration::namedPipesAsInputs() {
               presets, dir.path());
   QCOMPARE(refused.exit_code, 1);
   QVERIFY2(refused.err.contains(pipe + ": is a named pipe; --from-sweeps reads a file"),
+           qPrintable(refused.err));
+}
+
+// The calibration store --out names goes into folders made for it, as every
+// output of the command line does (it said "cannot open: unable to open
+// database file (No such file or directory)"); under a file, refused by name.
+void TestCalibration::fromSweepsMakesTheFolderOfItsStore() {
+  QTemporaryDir dir;
+  const QString presets = dir.filePath("presets");
+  QFile sweeps(dir.filePath("sweeps.jsonl"));
+  QVERIFY(sweeps.open(QIODevice::WriteOnly));
+  sweeps.write(R"({"event":"sweep_start","rank":0,"host":"h","backend":"cuda",)"
+               R"("device":"NVIDIA H200"})"
+               "\n");
+  for (const char* file : {"gemm.jsonl", "bandwidth.jsonl"}) {
+    QFile f(QStringLiteral(CS_DATA_DIR "/gpu/") + file);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    sweeps.write(f.readAll());
+  }
+  sweeps.close();
+  const QString store = dir.filePath("calibrations/h200/cal.db");
+  const Run made = run_cli(
+      {"calibrate", "--from-sweeps", sweeps.fileName(), "--out", store, "--no-save"}, presets);
+  QVERIFY2(made.exit_code == 0, qPrintable(made.err));
+  QVERIFY(QFileInfo(store).size() > 0);
+  const QString under_a_file = sweeps.fileName() + "/cal.db";
+  const Run refused =
+      run_cli({"calibrate", "--from-sweeps", sweeps.fileName(), "--out", under_a_file, "--no-save"},
+              presets);
+  QCOMPARE(refused.exit_code, 1);
+  QVERIFY2(refused.err.contains("clusterscope: error: " + under_a_file +
+                                ": cannot create its folder " + sweeps.fileName() + " (" +
+                                sweeps.fileName() + " is a file, not a folder)"),
            qPrintable(refused.err));
 }
 

@@ -1023,6 +1023,20 @@ void TestPlanCli::planWritesItsTimeline() {
 
   const Run text = run_cli(plan + QStringList{"--timeline", store});
   QVERIFY2(text.out.contains("Predicted timeline: " + store + " (4 stages, "), qPrintable(text.out));
+  // Its folders made, as `run --out` makes them (it said "the folder ...
+  // does not exist" after the estimate); under a file, refused by name.
+  const QString deeper = dir.filePath("timelines/llama/predicted.db");
+  const Run made = run_cli(plan + QStringList{"--timeline", deeper});
+  QVERIFY2(made.exit_code == 0, qPrintable(made.err));
+  QVERIFY2(made.out.contains("Predicted timeline: " + deeper + " (4 stages, "),
+           qPrintable(made.out));
+  const Run under_a_file = run_cli(plan + QStringList{"--timeline", store + "/x/p.db"});
+  QCOMPARE(under_a_file.exit_code, 1);
+  QVERIFY2(under_a_file.err.contains("clusterscope: error: " + store +
+                                     "/x/p.db: cannot create its "
+                                     "folder " +
+                                     store + "/x (" + store + " is a file, not a folder)"),
+           qPrintable(under_a_file.err));
   // Not over a file that is not a store.
   QFile notes(dir.filePath("notes.db"));
   QVERIFY(notes.open(QIODevice::WriteOnly));
