@@ -728,6 +728,10 @@ RunView::~RunView() {
   jobs_.waitForDone();
 }
 
+bool RunView::working() const {
+  return jobs_.activeThreadCount() > 0;
+}
+
 QWidget* RunView::counterTab() const {
   return counter_area_;
 }
@@ -961,6 +965,7 @@ void RunView::predictWith(Predict predict, const QString& plan_name) {
     return;
   }
   const std::uint64_t job = job_;
+  const std::uint64_t prediction = ++prediction_job_;
   QtConcurrent::run(&jobs_, [path = path_.toStdString(), analysis = analysis_,
                              predict = std::move(predict)] {
     PredictedAgain out;
@@ -989,8 +994,11 @@ void RunView::predictWith(Predict predict, const QString& plan_name) {
       out.analysis = std::move(again);
     }
     return out;
-  }).then(this, [this, job, plan_name](PredictedAgain out) {
+  }).then(this, [this, job, prediction, plan_name](PredictedAgain out) {
     if (job != job_) return;  // another store was opened since
+    // Another prediction was asked for since: the last asked is shown, not
+    // the last to end.
+    if (prediction != prediction_job_) return;
     if (out.error.isEmpty() && out.analysis) {
       analysis_ = std::move(out.analysis);
       predicted_again_on_ = out.cluster;
