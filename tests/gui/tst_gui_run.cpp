@@ -103,6 +103,16 @@ std::unique_ptr<trace::TraceWriter> one_kernel_store(const QString& path,
   return std::move(w).value();
 }
 
+// What a label or a tooltip shows of `text`: Qt takes it for rich text when
+// its format says so, or when it is automatic and the text looks like it.
+QString shownText(const QString& text, Qt::TextFormat format) {
+  const bool rich = format == Qt::RichText || (format == Qt::AutoText && Qt::mightBeRichText(text));
+  if (!rich) return text;
+  QTextDocument document;
+  document.setHtml(text);
+  return document.toPlainText();
+}
+
 }  // namespace
 
 class TestGuiRun : public QObject {
@@ -115,6 +125,7 @@ class TestGuiRun : public QObject {
   void chartMadeInTheDarkThemeIsDark();
   void breakdownOfManyRanksReads();
   void longTitleKeepsTheWindow();
+  void markupInNamesReadsAsWritten();
   void zoomPanAndSelect();
   void kernelRowShowsInstances();
   void rangeBreakdown();
@@ -2002,6 +2013,64 @@ void TestGuiRun::committedTraces() {
     QVERIFY(cs::gui::test::distinctColours(zoomed, &dominant) > 8);
     QVERIFY(dominant < 0.95);
   }
+}
+
+// A run titled with real tags, a kernel named so and store files named so:
+// the Run view's header and the kernel table's tooltips read as written (a
+// title "<b>x</b>" came out bold, "<img src=...>" as a picture; a store that
+// could not be read was named in bold in the header).
+void TestGuiRun::markupInNamesReadsAsWritten() {
+  const QString title = QStringLiteral("<b>bold</b> <img src=\"x.png\"> & co");
+  const QString kernel = QStringLiteral("<i>gemm</i><br>");
+  const QString path = dir_.filePath(QStringLiteral("<b>markup-title.db"));
+  {
+    trace::RunInfo run;
+    run.title = title.toStdString();
+    auto w = trace::TraceWriter::create(path.toStdString(), run);
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "GPU 0", 100, 0, false});
+    trace::Event e;
+    e.lane = (*w)->add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
+    e.kind = trace::EventKind::kernel;
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    e.name = (*w)->intern(kernel.toStdString());
+    (*w)->add(e);
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  auto* header = view.findChild<QLabel*>(QStringLiteral("run_header"));
+  QVERIFY(header);
+  QSignalSpy analysed(&view, &RunView::analysisReady);
+  view.openStore(path);
+  QVERIFY2(shownText(header->text(), header->textFormat())
+               .contains(QStringLiteral("<b>markup-title.db")),
+           qPrintable(header->text()));
+  QTRY_COMPARE_WITH_TIMEOUT(analysed.count(), 1, 30000);
+  QVERIFY2(shownText(header->text(), header->textFormat()).contains(title),
+           qPrintable(header->text()));
+  QVERIFY2(shownText(header->toolTip(), Qt::AutoText) == title, qPrintable(header->toolTip()));
+  QAbstractItemModel* kernels = view.kernelProxy();
+  QCOMPARE(kernels->rowCount(), 1);
+  QCOMPARE(kernels->index(0, 0).data().toString(), kernel);
+  const QString tip = kernels->index(0, 0).data(Qt::ToolTipRole).toString();
+  QVERIFY2(shownText(tip, Qt::AutoText) == kernel, qPrintable(tip));
+
+  // A store that cannot be read, named with tags.
+  const QString bad = dir_.filePath(QStringLiteral("<b>not a store.db"));
+  QFile file(bad);
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  file.write("not a store <b>at all</b>");
+  file.close();
+  QSignalSpy opened(view.timeline(), &TimelineWidget::storeOpened);
+  view.openStore(bad);
+  QTRY_VERIFY_WITH_TIMEOUT(!opened.isEmpty(), 30000);
+  QTRY_VERIFY_WITH_TIMEOUT(header->text().contains(QStringLiteral("cannot be")), 30000);
+  QVERIFY2(
+      shownText(header->text(), header->textFormat()).contains(QStringLiteral("<b>not a store.db")),
+      qPrintable(header->text()));
 }
 
 // A title the header cannot break (`run --title` takes 120,000 characters)
