@@ -134,6 +134,7 @@ CalibrationPanel::CalibrationPanel(QWidget* parent) : QWidget(parent) {
   status_ = new QLabel;
   status_->setObjectName(QStringLiteral("calibrationStatus"));
   status_->setWordWrap(true);
+  status_->setTextFormat(Qt::PlainText);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   status_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
   // The status scrolls past a few lines: a calibration's notes (one for each

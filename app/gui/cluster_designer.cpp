@@ -264,6 +264,7 @@ ClusterDesigner::ClusterDesigner(Workspace* workspace, QWidget* parent)
   problem_ = new QLabel;
   problem_->setObjectName(QStringLiteral("clusterProblem"));
   problem_->setWordWrap(true);
+  problem_->setTextFormat(Qt::PlainText);
   problem_->setStyleSheet(QStringLiteral("color: #d03030;"));
   problem_->setVisible(false);
   totals_ = new QLabel;

@@ -222,6 +222,7 @@ CompareView::CompareView(PinnedPlans* pinned, QWidget* parent) : QWidget(parent)
   hint_ = new QLabel;
   hint_->setObjectName(QStringLiteral("compareHint"));
   hint_->setWordWrap(true);
+  hint_->setTextFormat(Qt::PlainText);
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(hint_, 1);
   buttons->addWidget(current);

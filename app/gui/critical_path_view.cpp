@@ -11,6 +11,7 @@
 
 #include <QtConcurrent/QtConcurrentRun>
 
+#include "app/gui/plain_text.h"
 #include "core/format.h"
 #include "core/kernel_names.h"
 #include "core/trace_analysis.h"
@@ -57,6 +58,7 @@ CriticalPathView::CriticalPathView(QWidget* parent) : QWidget(parent) {
   summary_ = new QLabel(this);
   summary_->setObjectName(QStringLiteral("critical_path_summary"));
   summary_->setWordWrap(true);
+  summary_->setTextFormat(Qt::PlainText);
   layout->addWidget(summary_);
   auto* split = new QSplitter(Qt::Horizontal, this);
   parts_ = make_table(split, "critical_path_parts", {tr("Part"), tr("Per step"), tr("Share")});
@@ -146,7 +148,7 @@ void CriticalPathView::setStore(const QString& path) {
       const std::string whole = full.toStdString();
       auto* name = new QTableWidgetItem(
           display_width(whole) <= 60 ? full : q(trace::kernel_short_name(whole)));
-      name->setToolTip(full.left(4096));
+      name->setToolTip(plainToolTip(full.left(4096)));
       operations_->setItem(row, 0, name);
       operations_->setItem(row, 1, new QTableWidgetItem(q(std::string(op.part))));
       operations_->setItem(row, 2, number_item(QString::number(op.count), double(op.count)));

@@ -176,6 +176,7 @@ EstimateView::EstimateView(AnalysisService* analysis, QWidget* parent)
   message_ = new QLabel;
   message_->setObjectName(QStringLiteral("estimateMessage"));
   message_->setWordWrap(true);
+  message_->setTextFormat(Qt::PlainText);
   message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   message_->setVisible(false);
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "app/gui/plain_text.h"
 #include "core/presets.h"
 
 namespace cs::gui {
@@ -60,6 +61,7 @@ FieldEdit::FieldEdit(QString pointer, Kind kind, QWidget* parent)
   edit_->setObjectName(pointer_);
   reason_ = new QLabel(this);
   reason_->setWordWrap(true);
+  reason_->setTextFormat(Qt::PlainText);
   reason_->setVisible(false);
   QFont small = reason_->font();
   small.setPointSizeF(small.pointSizeF() * 0.9);
@@ -128,7 +130,7 @@ void FieldEdit::setProblem(const QString& reason) {
   problem_ = reason;
   reason_->setText(reason);
   reason_->setVisible(!reason.isEmpty());
-  edit_->setToolTip(reason);
+  edit_->setToolTip(plainToolTip(reason));
   // A red frame and text at the field; the reason, in the same colour, under it.
   edit_->setStyleSheet(
       reason.isEmpty() ? QString() : QStringLiteral("QLineEdit { border: 2px solid #d03030; }"));
@@ -208,11 +210,12 @@ void addPresetItem(QComboBox* box, const PresetCatalog& catalog, std::string_vie
   const int i = box->count() - 1;
   box->setItemData(i, shown, kPresetShownRole);
   if (!file.empty()) {
-    box->setItemData(i,
-                     QObject::tr("Your preset from %1, in place of the shipped %2 of that name")
+    box->setItemData(
+        i,
+        plainToolTip(QObject::tr("Your preset from %1, in place of the shipped %2 of that name")
                          .arg(QString::fromStdString(file.string()),
-                              QString::fromUtf8(kind.data(), int(kind.size()))),
-                     Qt::ToolTipRole);
+                              QString::fromUtf8(kind.data(), int(kind.size())))),
+        Qt::ToolTipRole);
   }
 }
 

@@ -38,6 +38,7 @@
 #include "app/gui/compare_view.h"
 #include "app/gui/estimate_view.h"
 #include "app/gui/message_bar.h"
+#include "app/gui/plain_text.h"
 #include "app/gui/plan_explorer.h"
 #include "app/gui/plan_panel.h"
 #include "app/gui/report_export.h"
@@ -60,6 +61,18 @@ QString q(const std::string& s) {
 }
 const QString kFilter =
     QObject::tr("ClusterScope projects (*.clusterscope.json);;JSON (*.json);;All files (*)");
+
+// QMessageBox::question with its text as written: the static one lets Qt
+// guess whether it is rich text, and a project or file named "<b>p</b>" came
+// out bold.
+QMessageBox::StandardButton ask(QWidget* parent, const QString& title, const QString& text,
+                                QMessageBox::StandardButtons buttons,
+                                QMessageBox::StandardButton default_button) {
+  QMessageBox box(QMessageBox::Question, title, text, buttons, parent);
+  box.setTextFormat(Qt::PlainText);
+  box.setDefaultButton(default_button);
+  return QMessageBox::StandardButton(box.exec());
+}
 
 }  // namespace
 
@@ -602,7 +615,7 @@ void MainWindow::refreshRecentMenu() {
                     [this, f] {
                       if (confirmDiscard()) openProject(f);
                     })
-        ->setToolTip(f);
+        ->setToolTip(plainToolTip(f));
   }
   recent_menu_->addSeparator();
   recent_menu_->addAction(tr("Clear"), workspace_, &Workspace::clearRecentFiles)
@@ -936,11 +949,11 @@ bool MainWindow::stopRunFirst() {
   // it, the record was lost (or went into the next project). A profiled
   // command alike; the window closed under it left the command running.
   const QString what = runs_->running() ? tr("A run") : tr("A profiled command");
-  const auto answer = QMessageBox::question(
-      this, tr("%1 is in progress").arg(what),
-      tr("%1 is in progress. Stop it (its ranks close their stores) and record it in %2?")
-          .arg(what, workspace_->displayName()),
-      QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
+  const auto answer =
+      ask(this, tr("%1 is in progress").arg(what),
+          tr("%1 is in progress. Stop it (its ranks close their stores) and record it in %2?")
+              .arg(what, workspace_->displayName()),
+          QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
   if (answer != QMessageBox::Yes) return false;
   QEventLoop loop;
   connect(runs_, &RunsPanel::runFinished, &loop, &QEventLoop::quit);
@@ -960,10 +973,10 @@ bool MainWindow::confirmDiscard() {
   if (!stopRunFirst()) return false;
   if (!workspace_->isModified()) return true;
   // The one question a panel cannot ask: the window is about to change under it.
-  const auto answer = QMessageBox::question(
-      this, tr("Unsaved changes"),
-      tr("Save the changes to %1 first?").arg(workspace_->displayName()),
-      QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
+  const auto answer =
+      ask(this, tr("Unsaved changes"),
+          tr("Save the changes to %1 first?").arg(workspace_->displayName()),
+          QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
   if (answer == QMessageBox::Cancel) return false;
   if (answer == QMessageBox::Save) {
     if (workspace_->save()) return true;
@@ -978,11 +991,11 @@ bool MainWindow::stopCalibrationFirst() {
   if (!panel || !panel->calibrating()) return true;
   // Closed under it, the sweep was cancelled with no word, and minutes of
   // measurement with it.
-  const auto answer = QMessageBox::question(
-      this, tr("A calibration is in progress"),
-      tr("A calibration of this machine is in progress. Stop it and close? No presets are "
-         "saved from it."),
-      QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
+  const auto answer =
+      ask(this, tr("A calibration is in progress"),
+          tr("A calibration of this machine is in progress. Stop it and close? No presets are "
+             "saved from it."),
+          QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
   if (answer != QMessageBox::Yes) return false;
   QEventLoop loop;
   connect(panel, &CalibrationPanel::failed, &loop, &QEventLoop::quit);
@@ -1001,12 +1014,12 @@ bool MainWindow::closeWhileWriting() {
   if (writing.isEmpty()) return true;
   // It cannot be stopped half-way: closed, the window went and the app
   // stayed on, out of sight, until it was done.
-  const auto answer = QMessageBox::question(
-      this, tr("Still writing"),
-      tr("%1 is still being written. Close anyway? The app ends once it is written; "
-         "nothing is lost.")
-          .arg(writing),
-      QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
+  const auto answer =
+      ask(this, tr("Still writing"),
+          tr("%1 is still being written. Close anyway? The app ends once it is written; "
+             "nothing is lost.")
+              .arg(writing),
+          QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel);
   return answer == QMessageBox::Yes;
 }
 

@@ -20,6 +20,7 @@ MessageBar::MessageBar(QWidget* parent) : QFrame(parent) {
   label_ = new QLabel;
   label_->setObjectName(QStringLiteral("messageText"));
   label_->setWordWrap(true);
+  label_->setTextFormat(Qt::PlainText);  // messages name files, runs and kernels as written
   label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   buttons_ = new QHBoxLayout;
   auto* close = new QToolButton;

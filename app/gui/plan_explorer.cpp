@@ -116,6 +116,7 @@ PlanExplorer::PlanExplorer(Workspace* workspace, PinnedPlans* pinned, QWidget* p
   status_ = new QLabel(tr("No search yet: press Search (F5)."));
   status_->setObjectName(QStringLiteral("searchStatus"));
   status_->setWordWrap(true);
+  status_->setTextFormat(Qt::PlainText);
   connect(run_, &QPushButton::clicked, this, &PlanExplorer::runSearch);
   connect(cancel_, &QPushButton::clicked, this, &PlanExplorer::cancelSearch);
 

@@ -10,6 +10,7 @@
 #include <QVBoxLayout>
 
 #include "app/gui/field_widgets.h"
+#include "app/gui/plain_text.h"
 #include "app/gui/workspace.h"
 #include "core/format.h"
 #include "core/shown_name.h"
@@ -385,9 +386,10 @@ void PlanPanel::showAnalysis(const std::shared_ptr<const PlanAnalysis>& a) {
         box->addItem(valueLabel(c, current), current);
         shown.clear();  // an extra item: rebuild next time
       }
-      box->setToolTip(why_not.isEmpty() ? tr("Every value is valid and fits")
-                                        : tr("Why the others are not:\n") + why_not.join('\n'));
-      reason->setToolTip(why_not.join('\n'));
+      box->setToolTip(why_not.isEmpty()
+                          ? tr("Every value is valid and fits")
+                          : plainToolTip(tr("Why the others are not:\n") + why_not.join('\n')));
+      reason->setToolTip(plainToolTip(why_not.join('\n')));
     }
     box->setCurrentIndex(box->findData(current));
     if (c == Control::global_batch) box->setEditText(QString::number(current));

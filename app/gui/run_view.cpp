@@ -59,6 +59,7 @@
 
 #include "app/calibration/calibration_workflow.h"
 #include "app/gui/critical_path_view.h"
+#include "app/gui/plain_text.h"
 #include "app/gui/predicted_timeline.h"
 #include "app/gui/report_export.h"
 #include "app/gui/theme.h"
@@ -85,7 +86,7 @@ QString q(const std::string& s) {
 // (a word too long for the row, a path, is cut there).
 void setNote(QLabel* note, const QString& text) {
   note->setText(text);
-  note->setToolTip(text);
+  note->setToolTip(plainToolTip(text));
 }
 
 QString seconds(double s) {
@@ -122,7 +123,7 @@ QStandardItem* cell(const QString& text, double sort_value) {
 QStandardItem* textCell(const QString& text) {
   auto* item = new QStandardItem(text);
   item->setData(text, Qt::UserRole);
-  item->setToolTip(text);  // whole, where the column elides it
+  item->setToolTip(plainToolTip(text));  // whole, where the column elides it
   item->setEditable(false);
   return item;
 }
@@ -316,6 +317,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   header_->setObjectName(QStringLiteral("run_header"));
   header_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   header_->setWordWrap(true);
+  // Rich text always, with the title, paths and messages escaped: a title
+  // holding "<b>" or "<img src=...>" is shown as written.
+  header_->setTextFormat(Qt::RichText);
   // A word the label cannot break (a 120,000-character title, a long path)
   // set the window's minimum width to its own: 7.8 GB of pixmaps, then a
   // crash. The header takes the width it is given.
@@ -340,6 +344,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
     auto* note = new QLabel(this);
     note->setObjectName(name);
     note->setWordWrap(true);
+    note->setTextFormat(Qt::PlainText);
     note->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     return note;
   };
@@ -380,6 +385,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   timelines_layout->addWidget(scroll, 3);
   predicted_label_ = new QLabel(tr("Predicted step (planner)"), timelines);
   predicted_label_->setObjectName(QStringLiteral("run_predicted_label"));
+  predicted_label_->setTextFormat(Qt::PlainText);  // may hold a message naming a file
   // The predicted lanes scroll as the measured ones do: a plan of many
   // pipeline stages has more lanes than their share of the height shows, and
   // the later stages could not be reached.
@@ -550,6 +556,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
   instances_layout->setContentsMargins(0, 0, 0, 0);
   instances_note_ = new QLabel(instances_box);
   instances_note_->setObjectName(QStringLiteral("run_instances_note"));
+  instances_note_->setTextFormat(Qt::PlainText);  // names a kernel
   instances_layout->addWidget(instances_note_);
   instances_ = new QTableWidget(instances_box);
   instances_->setObjectName(QStringLiteral("run_instances"));
@@ -614,7 +621,10 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
             if (path != path_) return;
             if (!error.isEmpty()) {
               message_ = error;
-              header_->setText(tr("%1 cannot be shown: %2").arg(QFileInfo(path).fileName(), error));
+              header_->setText(tr("%1 cannot be shown: %2")
+                                   .arg(QFileInfo(path).fileName().toHtmlEscaped(),
+                                        error.toHtmlEscaped().replace(QLatin1Char('\n'),
+                                                                      QStringLiteral("<br>"))));
             }
             emit storeOpened(path, error);
             // After the timeline's reader, which finalizes a store whose
@@ -728,6 +738,10 @@ RunView::~RunView() {
   jobs_.waitForDone();
 }
 
+bool RunView::working() const {
+  return jobs_.activeThreadCount() > 0;
+}
+
 QWidget* RunView::counterTab() const {
   return counter_area_;
 }
@@ -757,7 +771,7 @@ void RunView::openStore(const QString& path) {
   not_predictable_.clear();
   damage_.clear();
   integrity_checked_ = false;
-  header_->setText(tr("Opening %1…").arg(title_));
+  header_->setText(tr("Opening %1…").arg(title_.toHtmlEscaped()));
   // Nothing of the store shown before stays: a store that cannot be
   // analysed showed the last one's figures under its own name.
   details_->clear();
@@ -862,7 +876,10 @@ void RunView::startAnalysis() {
     if (out.job != job_) return;  // another store was opened since
     if (!out.error.isEmpty()) {
       message_ = out.error;
-      header_->setText(tr("%1 cannot be analysed: %2").arg(title_, out.error));
+      header_->setText(
+          tr("%1 cannot be analysed: %2")
+              .arg(title_.toHtmlEscaped(),
+                   out.error.toHtmlEscaped().replace(QLatin1Char('\n'), QStringLiteral("<br>"))));
       emit analysisReady(out.error);
       if (out.opened) checkIntegrity();
       return;
@@ -882,7 +899,7 @@ void RunView::startAnalysis() {
     const QString shown_title = title_.size() > kHeaderTitleChars
                                     ? title_.left(kHeaderTitleChars) + QStringLiteral("…")
                                     : title_;
-    header_->setToolTip(title_.left(4096));
+    header_->setToolTip(plainToolTip(title_.left(4096)));
     // One arg() for all: a title holding "%1" (a name typed so) took the
     // places of the figures after it.
     header_->setText(
@@ -961,6 +978,7 @@ void RunView::predictWith(Predict predict, const QString& plan_name) {
     return;
   }
   const std::uint64_t job = job_;
+  const std::uint64_t prediction = ++prediction_job_;
   QtConcurrent::run(&jobs_, [path = path_.toStdString(), analysis = analysis_,
                              predict = std::move(predict)] {
     PredictedAgain out;
@@ -989,8 +1007,11 @@ void RunView::predictWith(Predict predict, const QString& plan_name) {
       out.analysis = std::move(again);
     }
     return out;
-  }).then(this, [this, job, plan_name](PredictedAgain out) {
+  }).then(this, [this, job, prediction, plan_name](PredictedAgain out) {
     if (job != job_) return;  // another store was opened since
+    // Another prediction was asked for since: the last asked is shown, not
+    // the last to end.
+    if (prediction != prediction_job_) return;
     if (out.error.isEmpty() && out.analysis) {
       analysis_ = std::move(out.analysis);
       predicted_again_on_ = out.cluster;

@@ -142,7 +142,12 @@ class RunView : public QWidget {
   // (a program of the user's own: `trace stats --plan`), named `name` in the
   // prediction tab ("the current plan, LLaMA-2 7B on 32 H100").
   // predictionReady follows.
+  // Of predictAgain and predictWithPlan, the last one asked for is shown
+  // (and says predictionReady), whichever ends last.
   void predictWithPlan(const Plan& plan, const QString& name);
+  // Whether work is still going on a worker thread (an answer that ends
+  // now arrives with the next turn of the event loop).
+  bool working() const;
   // Holds the run in `other` against this one (trace compare, on a worker
   // thread): a "Compared with" tab; comparisonReady follows.
   void compareWith(const QString& other);
@@ -244,6 +249,7 @@ class RunView : public QWidget {
   std::uint64_t link_job_ = 0;
   std::uint64_t rate_job_ = 0;
   std::uint64_t comparison_job_ = 0;
+  std::uint64_t prediction_job_ = 0;  // predictAgain and predictWithPlan: the last asked wins
   QTableWidget* comparison_table_ = nullptr;
   CriticalPathView* critical_path_ = nullptr;
   std::optional<trace::StoredEvent> details_event_;  // the measured event the details show

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "app/calibration/calibration_workflow.h"
+#include "app/gui/plain_text.h"
 #include "app/gui/project.h"
 #include "app/gui/theme.h"
 #include "app/gui/workspace.h"
@@ -133,6 +134,7 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
   ranks_warning_ = new QLabel(this);
   ranks_warning_->setObjectName(QStringLiteral("runs_ranks_warning"));
   ranks_warning_->setWordWrap(true);
+  ranks_warning_->setTextFormat(Qt::PlainText);
   ranks_warning_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   ranks_warning_->hide();
   form->addRow(QString(), ranks_warning_);
@@ -721,7 +723,7 @@ void RunsPanel::refreshHistory() {
     auto* item = new QListWidgetItem(
         tr("%1 · %2 · %3 — %4").arg(q(it->started), q(it->plan), q(it->outcome), store), history_);
     item->setData(Qt::UserRole, q(it->store));
-    item->setToolTip(q(it->message));
+    item->setToolTip(plainToolTip(q(it->message)));
   }
 }
 

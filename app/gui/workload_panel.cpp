@@ -146,6 +146,7 @@ WorkloadPanel::WorkloadPanel(Workspace* workspace, QWidget* parent)
 
   problem_ = new QLabel;
   problem_->setWordWrap(true);
+  problem_->setTextFormat(Qt::PlainText);
   problem_->setStyleSheet(QStringLiteral("color: #d03030;"));
   problem_->setVisible(false);
   figures_ = new QLabel;

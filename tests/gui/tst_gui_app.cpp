@@ -24,6 +24,7 @@
 #include <QLineSeries>
 #include <QMenu>
 #include <QMenuBar>
+#include <QMessageBox>
 #include <QPainter>
 #include <QPlainTextEdit>
 #include <QProcess>
@@ -44,6 +45,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextDocument>
+#include <QTimer>
 #include <QToolTip>
 #include <QUndoStack>
 #include <algorithm>
@@ -140,6 +142,9 @@ class TestGuiApp : public QObject {
   void restoreAsksFirst();
   void corruptProjectFile();
   void longMessageKeepsTheWindow();
+  void messageNamesReadAsWritten_data();
+  void messageNamesReadAsWritten();
+  void questionNamesReadAsWritten();
   void missingPreset();
   void exports();
   void exportsOnAFullDisk();
@@ -2386,6 +2391,78 @@ void TestGuiApp::longMessageKeepsTheWindow() {
   for (QPushButton* b : bar->findChildren<QPushButton*>())
     QVERIFY(b->text() != QStringLiteral("Show all"));
   bar->dismiss();
+}
+
+// A project file named with real tags, refused: the message bar names it as
+// written (Qt took the message for rich text: "<b>p" came out bold,
+// "<img src=...>" as a picture and its name gone).
+void TestGuiApp::messageNamesReadAsWritten_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addRow("bold") << QStringLiteral("<b>bold.clusterscope.json");
+  QTest::addRow("picture") << QStringLiteral("<img src=\"x.png\">.clusterscope.json");
+  QTest::addRow("entity") << QStringLiteral("a &amp; <i>b.clusterscope.json");
+}
+
+void TestGuiApp::messageNamesReadAsWritten() {
+  QFETCH(QString, name);
+  const QString path = dir_.filePath(name);
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::WriteOnly));
+  f.write("{\"kind\": \"clusterscope_project\", \"clus");
+  f.close();
+  window_->show();
+  QVERIFY(!window_->openProject(path));
+  MessageBar* bar = window_->messageBar();
+  QVERIFY2(bar->text().contains(name), qPrintable(bar->text()));
+  auto* label = bar->findChild<QLabel*>(QStringLiteral("messageText"));
+  QVERIFY(label);
+  const bool rich = label->textFormat() == Qt::RichText ||
+                    (label->textFormat() == Qt::AutoText && Qt::mightBeRichText(label->text()));
+  QTextDocument shown;
+  if (rich) {
+    shown.setHtml(label->text());
+  } else {
+    shown.setPlainText(label->text());
+  }
+  QVERIFY2(shown.toPlainText().contains(name), qPrintable(shown.toPlainText()));
+  bar->dismiss();
+}
+
+// The question before unsaved changes are left names the project as written
+// (a project saved as "<b>asked" was named in bold, its tag gone).
+void TestGuiApp::questionNamesReadAsWritten() {
+  Workspace* ws = window_->workspace();
+  const QString name = QStringLiteral("<b>asked & <img src=\"x.png\">.clusterscope.json");
+  QVERIFY(window_->saveProjectAs(dir_.filePath(name)));
+  const int micro = ws->project().current()->parallel.micro_batch;
+  window_->planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
+  QVERIFY(ws->isModified());
+  QString shown;
+  QTimer timer;
+  connect(&timer, &QTimer::timeout, this, [&] {
+    auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget());
+    if (!box) return;
+    timer.stop();
+    QTextDocument document;
+    const bool rich = box->textFormat() == Qt::RichText ||
+                      (box->textFormat() == Qt::AutoText && Qt::mightBeRichText(box->text()));
+    if (rich) {
+      document.setHtml(box->text());
+    } else {
+      document.setPlainText(box->text());
+    }
+    shown = document.toPlainText();
+    box->button(QMessageBox::Cancel)->click();
+  });
+  timer.start(20);
+  auto* new_project = window_->findChild<QAction*>(QStringLiteral("actionNew"));
+  QVERIFY(new_project);
+  new_project->trigger();
+  QVERIFY(ws->isModified());
+  QVERIFY2(shown.contains(name), qPrintable(shown));
+  test::answerBoxes({QMessageBox::Discard});
+  new_project->trigger();
+  QVERIFY(!ws->isModified());
 }
 
 void TestGuiApp::corruptProjectFile() {

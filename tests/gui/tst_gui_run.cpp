@@ -12,6 +12,8 @@
 #include <QChart>
 #include <QChartView>
 #include <QCheckBox>
+#include <QDeadlineTimer>
+#include <QDir>
 #include <QDockWidget>
 #include <QFile>
 #include <QFileInfo>
@@ -27,6 +29,7 @@
 #include <QLineEdit>
 #include <QLineSeries>
 #include <QRegularExpression>
+#include <QScopeGuard>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSet>
@@ -42,6 +45,7 @@
 #include <QTextBrowser>
 #include <QTextDocument>
 #include <QTextLayout>
+#include <QThread>
 #include <QThreadPool>
 #include <QToolTip>
 #include <QUrl>
@@ -49,8 +53,11 @@
 #include <algorithm>
 #include <set>
 
+#include <fcntl.h>
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../profiler/worker_runs.h"
 #include "app/gui/critical_path_view.h"
@@ -96,6 +103,16 @@ std::unique_ptr<trace::TraceWriter> one_kernel_store(const QString& path,
   return std::move(w).value();
 }
 
+// What a label or a tooltip shows of `text`: Qt takes it for rich text when
+// its format says so, or when it is automatic and the text looks like it.
+QString shownText(const QString& text, Qt::TextFormat format) {
+  const bool rich = format == Qt::RichText || (format == Qt::AutoText && Qt::mightBeRichText(text));
+  if (!rich) return text;
+  QTextDocument document;
+  document.setHtml(text);
+  return document.toPlainText();
+}
+
 }  // namespace
 
 class TestGuiRun : public QObject {
@@ -108,6 +125,7 @@ class TestGuiRun : public QObject {
   void chartMadeInTheDarkThemeIsDark();
   void breakdownOfManyRanksReads();
   void longTitleKeepsTheWindow();
+  void markupInNamesReadsAsWritten();
   void zoomPanAndSelect();
   void kernelRowShowsInstances();
   void rangeBreakdown();
@@ -135,6 +153,7 @@ class TestGuiRun : public QObject {
   void damagedStoreIsSaid();
   void predictAgain();
   void predictWithAPlan();
+  void lastPredictionAskedWins();
   void callsCopiesAndRanges();
   void countersOnTheTimeline();
   void countersLegendOfManyRanks();
@@ -1996,6 +2015,64 @@ void TestGuiRun::committedTraces() {
   }
 }
 
+// A run titled with real tags, a kernel named so and store files named so:
+// the Run view's header and the kernel table's tooltips read as written (a
+// title "<b>x</b>" came out bold, "<img src=...>" as a picture; a store that
+// could not be read was named in bold in the header).
+void TestGuiRun::markupInNamesReadsAsWritten() {
+  const QString title = QStringLiteral("<b>bold</b> <img src=\"x.png\"> & co");
+  const QString kernel = QStringLiteral("<i>gemm</i><br>");
+  const QString path = dir_.filePath(QStringLiteral("<b>markup-title.db"));
+  {
+    trace::RunInfo run;
+    run.title = title.toStdString();
+    auto w = trace::TraceWriter::create(path.toStdString(), run);
+    QVERIFY(w.ok());
+    (*w)->add_rank({0, "host", "GPU 0", 100, 0, false});
+    trace::Event e;
+    e.lane = (*w)->add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
+    e.kind = trace::EventKind::kernel;
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    e.name = (*w)->intern(kernel.toStdString());
+    (*w)->add(e);
+    QVERIFY((*w)->close().ok());
+  }
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  auto* header = view.findChild<QLabel*>(QStringLiteral("run_header"));
+  QVERIFY(header);
+  QSignalSpy analysed(&view, &RunView::analysisReady);
+  view.openStore(path);
+  QVERIFY2(shownText(header->text(), header->textFormat())
+               .contains(QStringLiteral("<b>markup-title.db")),
+           qPrintable(header->text()));
+  QTRY_COMPARE_WITH_TIMEOUT(analysed.count(), 1, 30000);
+  QVERIFY2(shownText(header->text(), header->textFormat()).contains(title),
+           qPrintable(header->text()));
+  QVERIFY2(shownText(header->toolTip(), Qt::AutoText) == title, qPrintable(header->toolTip()));
+  QAbstractItemModel* kernels = view.kernelProxy();
+  QCOMPARE(kernels->rowCount(), 1);
+  QCOMPARE(kernels->index(0, 0).data().toString(), kernel);
+  const QString tip = kernels->index(0, 0).data(Qt::ToolTipRole).toString();
+  QVERIFY2(shownText(tip, Qt::AutoText) == kernel, qPrintable(tip));
+
+  // A store that cannot be read, named with tags.
+  const QString bad = dir_.filePath(QStringLiteral("<b>not a store.db"));
+  QFile file(bad);
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  file.write("not a store <b>at all</b>");
+  file.close();
+  QSignalSpy opened(view.timeline(), &TimelineWidget::storeOpened);
+  view.openStore(bad);
+  QTRY_VERIFY_WITH_TIMEOUT(!opened.isEmpty(), 30000);
+  QTRY_VERIFY_WITH_TIMEOUT(header->text().contains(QStringLiteral("cannot be")), 30000);
+  QVERIFY2(
+      shownText(header->text(), header->textFormat()).contains(QStringLiteral("<b>not a store.db")),
+      qPrintable(header->text()));
+}
+
 // A title the header cannot break (`run --title` takes 120,000 characters)
 // set the window's minimum width to its own: gigabytes of pixmaps, then a
 // crash painting the timeline. It is shortened, whole in the tooltip.
@@ -3368,6 +3445,79 @@ void TestGuiRun::predictWithAPlan() {
   QVERIFY2(cells.contains(QStringLiteral("Predicted from the current plan, p (on ") +
                           QString::fromStdString(shown_name(plan.cluster)) + ")"),
            qPrintable(cells.join(" | ")));
+}
+
+// Tools ▸ Predict the open run again, then at once Tools ▸ Hold the open run
+// against the current plan: the plan's prediction is shown, though the first
+// ends after it (it showed whichever ended last). The first is held back
+// while it reads its presets: their models.json is a FIFO until the test
+// writes it.
+void TestGuiRun::lastPredictionAskedWins() {
+  const QString copy = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"),
+                                    QStringLiteral("last-prediction.db"));
+  QVERIFY(!copy.isEmpty());
+  auto catalog = PresetCatalog::load_default();
+  QVERIFY2(catalog, catalog ? "" : catalog.message().c_str());
+  Plan plan;
+  plan.cluster = catalog->cluster("h200-1").value();
+  QVERIFY(catalog->find_model("gpt2-small"));
+  plan.workload = *catalog->find_model("gpt2-small");
+  plan.parallel.micro_batch = 8;
+  plan.parallel.global_batch = 8;
+  plan.precision = PrecisionPlan::for_compute(Precision::bf16);
+
+  const QString shipped = QString::fromStdString(catalog->directory().string());
+  const QString presets = dir_.filePath(QStringLiteral("held-presets"));
+  QVERIFY(QDir().mkpath(presets));
+  for (const char* file : {"gpus.json", "links.json", "clusters.json"}) {
+    QVERIFY(QFile::copy(shipped + "/" + file, presets + "/" + file));
+  }
+  const QString models = presets + QStringLiteral("/models.json");
+  QCOMPARE(::mkfifo(QFile::encodeName(models).constData(), 0600), 0);
+  QFile source(shipped + QStringLiteral("/models.json"));
+  QVERIFY(source.open(QIODevice::ReadOnly));
+  const QByteArray models_text = source.readAll();
+  bool released = false;
+  auto release = [&] {  // once the prediction opens the FIFO to read (a minute at most)
+    if (released) return;
+    released = true;
+    const QByteArray name = QFile::encodeName(models);
+    QDeadlineTimer deadline(60000);
+    int fd = -1;
+    while ((fd = ::open(name.constData(), O_WRONLY | O_NONBLOCK)) < 0 && !deadline.hasExpired())
+      QThread::msleep(10);  // no reader yet
+    if (fd < 0) return;
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    for (qsizetype at = 0; at < models_text.size();) {
+      const ssize_t n =
+          ::write(fd, models_text.constData() + at, std::size_t(models_text.size() - at));
+      if (n <= 0) break;
+      at += n;
+    }
+    ::close(fd);
+  };
+  const QByteArray before = qgetenv("CLUSTERSCOPE_PRESETS");
+  auto restore = qScopeGuard([&] { qputenv("CLUSTERSCOPE_PRESETS", before); });
+
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, copy);
+  QTRY_VERIFY_WITH_TIMEOUT(!view.working(), 60000);
+  QCoreApplication::processEvents();
+  QSignalSpy ready(&view, &RunView::predictionReady);
+  qputenv("CLUSTERSCOPE_PRESETS", presets.toUtf8());
+  auto unblock = qScopeGuard(release);  // the view's end waits for its work
+  view.predictAgain();
+  view.predictWithPlan(plan, QStringLiteral("the current plan, p"));
+  QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 60000);
+  QVERIFY2(ready.front().at(1).toString().isEmpty(), qPrintable(ready.front().at(1).toString()));
+  QCOMPARE(view.predictedFromPlan(), QStringLiteral("the current plan, p"));
+  release();
+  QTRY_VERIFY_WITH_TIMEOUT(!view.working(), 60000);
+  QCoreApplication::processEvents();
+  QCOMPARE(ready.count(), 1);
+  QCOMPARE(view.predictedFromPlan(), QStringLiteral("the current plan, p"));
 }
 
 // Tools ▸ Predict the open run again on the CUDA engine's H200 run, with no
