@@ -610,8 +610,9 @@ void MainWindow::refreshRecentMenu() {
   recent_menu_->clear();
   const QStringList files = workspace_->recentFiles();
   for (const QString& f : files) {
+    // A menu reads "&" as the mark of its shortcut key ("a & b" lost it).
     recent_menu_
-        ->addAction(QFileInfo(f).fileName(), this,
+        ->addAction(QFileInfo(f).fileName().replace(QLatin1Char('&'), QStringLiteral("&&")), this,
                     [this, f] {
                       if (confirmDiscard()) openProject(f);
                     })

@@ -2094,7 +2094,8 @@ void TestGuiApp::undoStepsOfThePanels() {
 void TestGuiApp::unsavedChangesAsk() {
   Workspace* ws = window_->workspace();
   QUndoStack* stack = ws->undoStack();
-  const QString path = dir_.filePath(QStringLiteral("asked.clusterscope.json"));
+  // "&" in its name: the recent files' menu shows it as written.
+  const QString path = dir_.filePath(QStringLiteral("asked & kept.clusterscope.json"));
   QVERIFY(window_->saveProjectAs(path));
   const int micro = ws->project().current()->parallel.micro_batch;
   window_->planPanel()->setControl(Control::micro_batch, micro == 2 ? 1 : 2);
@@ -2128,6 +2129,7 @@ void TestGuiApp::unsavedChangesAsk() {
   test::answerBoxes({QMessageBox::Cancel});
   recent->actions().front()->trigger();
   kept();
+  QCOMPARE(recent->actions().front()->iconText(), QFileInfo(path).fileName());
 
   // Save: written first, then the new project, with nothing to undo.
   test::answerBoxes({QMessageBox::Save});
