@@ -376,7 +376,26 @@ Workload ModelOptions::over(Workload w) const {
   if (seq_len) s.seq_len = *seq_len;
   if (vocab) s.vocab = *vocab;
   if (training_tokens) w.training_tokens = *training_tokens;
-  return take(workload_from_json(to_json(w), "command line"));
+  // A rule between two fields is named by the model and the flags given over
+  // it, which the user typed ("gpt3-1.3b with --hidden 100: /hidden: must be
+  // divisible by heads (16)"), not as "command line".
+  std::string flags;
+  auto add = [&flags](const char* flag, const std::optional<int>& value) {
+    if (value) flags += std::string(" ") + flag + " " + std::to_string(*value);
+  };
+  add("--layers", layers);
+  add("--hidden", hidden);
+  add("--heads", heads);
+  add("--kv-heads", kv_heads);
+  add("--ffn", ffn_hidden);
+  add("--seq", seq_len);
+  add("--vocab", vocab);
+  if (gated_mlp) flags += " --gated-mlp";
+  if (dropout) flags += *dropout ? " --dropout on" : " --dropout off";
+  const std::string source =
+      flags.empty() ? std::string("command line")
+                    : (model.empty() ? std::string("the model of") : model + " with") + flags;
+  return take(workload_from_json(to_json(w), source));
 }
 
 void apply_over_document(Plan& plan, const ClusterOptions& cluster, const ModelOptions& model,

@@ -302,6 +302,18 @@ void TestPlanCli::planErrors_data() {
          "when none is given: give one it has (fp32, fp16)";
   QTest::addRow("unknown precision")
       << base + QStringList{"--precision", "fp6"} << 2 << "--precision";
+  // A rule between two fields, broken by a flag: named by the model and the
+  // flags over it (it read "command line: /hidden: ...").
+  QTest::addRow("hidden not divisible by heads")
+      << QStringList{"plan", "--cluster", "dgx-a100-64", "--model", "gpt3-1.3b", "--hidden", "100"}
+      << 1 << "gpt3-1.3b with --hidden 100: /hidden: must be divisible by heads (16)";
+  QTest::addRow("custom model's heads")
+      << QStringList{"plan",     "--cluster", "dgx-a100-64", "--layers", "2",
+                     "--hidden", "100",       "--heads",     "3",        "--seq",
+                     "64",       "--vocab",   "1000"}
+      << 1
+      << "the model of --layers 2 --hidden 100 --heads 3 --seq 64 --vocab 1000: /hidden: must be "
+         "divisible by heads (3)";
   QTest::addRow("no cluster") << QStringList{"plan", "--model", "gpt3-175b"} << 1
                               << "no cluster given";
   QTest::addRow("no model") << QStringList{"plan", "--cluster", "dgx-a100-64"} << 1
