@@ -89,6 +89,11 @@ void setNote(QLabel* note, const QString& text) {
   note->setToolTip(plainToolTip(text));
 }
 
+// A message in the header's rich text: escaped, its lines kept.
+QString htmlLines(const QString& text) {
+  return text.toHtmlEscaped().replace(QLatin1Char('\n'), QStringLiteral("<br>"));
+}
+
 QString seconds(double s) {
   return q(format_seconds(s));
 }
@@ -621,10 +626,9 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
             if (path != path_) return;
             if (!error.isEmpty()) {
               message_ = error;
-              header_->setText(tr("%1 cannot be shown: %2")
-                                   .arg(QFileInfo(path).fileName().toHtmlEscaped(),
-                                        error.toHtmlEscaped().replace(QLatin1Char('\n'),
-                                                                      QStringLiteral("<br>"))));
+              header_->setText(
+                  tr("%1 cannot be shown: %2")
+                      .arg(QFileInfo(path).fileName().toHtmlEscaped(), htmlLines(error)));
             }
             emit storeOpened(path, error);
             // After the timeline's reader, which finalizes a store whose
@@ -877,9 +881,7 @@ void RunView::startAnalysis() {
     if (!out.error.isEmpty()) {
       message_ = out.error;
       header_->setText(
-          tr("%1 cannot be analysed: %2")
-              .arg(title_.toHtmlEscaped(),
-                   out.error.toHtmlEscaped().replace(QLatin1Char('\n'), QStringLiteral("<br>"))));
+          tr("%1 cannot be analysed: %2").arg(title_.toHtmlEscaped(), htmlLines(out.error)));
       emit analysisReady(out.error);
       if (out.opened) checkIntegrity();
       return;

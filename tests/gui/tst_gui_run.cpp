@@ -113,6 +113,21 @@ QString shownText(const QString& text, Qt::TextFormat format) {
   return document.toPlainText();
 }
 
+// The plan the prediction tests hold the committed H200 bf16 store against:
+// gpt2-small on h200-1, micro-batch 8; none when the presets lack either.
+std::optional<Plan> gpt2SmallOnH200(const PresetCatalog& catalog) {
+  const Workload* model = catalog.find_model("gpt2-small");
+  auto cluster = catalog.cluster("h200-1");
+  if (!model || !cluster) return std::nullopt;
+  Plan plan;
+  plan.cluster = std::move(cluster).value();
+  plan.workload = *model;
+  plan.parallel.micro_batch = 8;
+  plan.parallel.global_batch = 8;
+  plan.precision = PrecisionPlan::for_compute(Precision::bf16);
+  return plan;
+}
+
 }  // namespace
 
 class TestGuiRun : public QObject {
@@ -3421,13 +3436,9 @@ void TestGuiRun::predictWithAPlan() {
   openAndWait(view, copy);
   auto catalog = PresetCatalog::load_default();
   QVERIFY2(catalog, catalog ? "" : catalog.message().c_str());
-  Plan plan;
-  plan.cluster = catalog->cluster("h200-1").value();
-  QVERIFY(catalog->find_model("gpt2-small"));
-  plan.workload = *catalog->find_model("gpt2-small");
-  plan.parallel.micro_batch = 8;
-  plan.parallel.global_batch = 8;
-  plan.precision = PrecisionPlan::for_compute(Precision::bf16);
+  const std::optional<Plan> planned = gpt2SmallOnH200(*catalog);
+  QVERIFY(planned);
+  const Plan& plan = *planned;
   auto estimate = cs::plan::estimate(plan);
   QVERIFY2(estimate, estimate ? "" : estimate.message().c_str());
   QSignalSpy ready(&view, &RunView::predictionReady);
@@ -3458,13 +3469,9 @@ void TestGuiRun::lastPredictionAskedWins() {
   QVERIFY(!copy.isEmpty());
   auto catalog = PresetCatalog::load_default();
   QVERIFY2(catalog, catalog ? "" : catalog.message().c_str());
-  Plan plan;
-  plan.cluster = catalog->cluster("h200-1").value();
-  QVERIFY(catalog->find_model("gpt2-small"));
-  plan.workload = *catalog->find_model("gpt2-small");
-  plan.parallel.micro_batch = 8;
-  plan.parallel.global_batch = 8;
-  plan.precision = PrecisionPlan::for_compute(Precision::bf16);
+  const std::optional<Plan> planned = gpt2SmallOnH200(*catalog);
+  QVERIFY(planned);
+  const Plan& plan = *planned;
 
   const QString shipped = QString::fromStdString(catalog->directory().string());
   const QString presets = dir_.filePath(QStringLiteral("held-presets"));
