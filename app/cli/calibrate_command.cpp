@@ -581,7 +581,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
       if (o.out.empty())
         throw UsageError("--from-sweeps needs --out for the calibration store it writes");
       store = o.out;
-      make_output_folder(store);
+      const OutputFolder store_folder(store);
       const std::string engine = datasheet ? "cuda" : "cpu";
       const trace::SweepImport imported = take(trace::import_sweep_lines(
           o.from_sweeps, store, engine, datasheet ? datasheet->display_name : std::string("CPU")));
@@ -611,7 +611,7 @@ void run(Context& ctx, const CalibrateOptions& o) {
   calib::MachineCalibrationOptions mo;
   launch::CalibrationRunOptions& run = mo.run;
   run.backend = backend;
-  make_output_folder(o.out);
+  const OutputFolder out_folder(o.out);
   run.store = std::filesystem::absolute(o.out.empty() ? default_store() : o.out).string();
   run.host = host.hostname;
   run.host_memory_bytes = host.memory_bytes;

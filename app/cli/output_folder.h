@@ -4,7 +4,9 @@
 // to it are made first, as `run --out` makes them, so that every output
 // flag behaves alike.
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
 namespace cs::cli {
 
@@ -12,6 +14,19 @@ namespace cs::cli {
 // working folder need none. A folder that cannot be made is a CliError that
 // names it and says why ("x/y/z.json: cannot create its folder x/y (x is a
 // file, not a folder)"), before anything is written.
-void make_output_folder(const std::string& path);
+//
+// Held for the command's length: the folders it made that are still empty
+// when it goes (the command was refused or failed before writing there) are
+// removed, so that a refusal leaves nothing behind.
+class OutputFolder {
+ public:
+  explicit OutputFolder(const std::string& path);
+  ~OutputFolder();
+  OutputFolder(const OutputFolder&) = delete;
+  OutputFolder& operator=(const OutputFolder&) = delete;
+
+ private:
+  std::vector<std::filesystem::path> made_;  // outermost first
+};
 
 }  // namespace cs::cli

@@ -268,7 +268,7 @@ void run(const PlanCommandOptions& o, Context& ctx) {
   if (!o.timeline.empty()) {
     take(trace::check_store_path(o.timeline));
     refuse_replacing_measurements(o.timeline);
-    make_output_folder(o.timeline);
+    const OutputFolder timeline_folder(o.timeline);
     timeline_written =
         trace::build_store_then_replace(o.timeline, [&](const std::string& temporary) -> Status {
           auto written = plan::write_predicted_timeline(plan, temporary);

@@ -81,7 +81,7 @@ void run(const ProfileOptions& o, Context& ctx) {
   }
   profiler::ProfileRequest request;
   request.command = o.command;
-  make_output_folder(o.out);
+  const OutputFolder out_folder(o.out);
   request.out = o.out;
   request.keep_parts = o.keep_parts;
   request.nvtx = !o.no_nvtx;

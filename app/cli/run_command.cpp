@@ -695,7 +695,7 @@ void run(RunOptions& o, Context& ctx, const std::string& command_line) {
   }
   // plan_run makes the folders too, silently: one that cannot be made was
   // "RUN.plan.json: cannot write (cannot create ...partial: Not a directory)".
-  make_output_folder(run_options.run_store);
+  const OutputFolder run_folder(run_options.run_store);
   auto made = launch::plan_run(plan, run_options);
   if (!made) {
     std::string message = made.message();

@@ -1346,7 +1346,8 @@ void run_export(ExportOptions o, Context& ctx) {
   if (format == "csv" && o.table != "all" && !csv_table_from_string(o.table))
     throw UsageError("--table: \"" + o.table + "\" is not one of " + csv_table_names());
   auto r = open_store(o.store);
-  if (!to_device) make_output_folder(o.output);  // per-rank files and CSV sets go in it too
+  // Per-rank files and CSV sets go in it too.
+  const OutputFolder output_folder(to_device ? std::string() : o.output);
   // A window limits the events to those overlapping it, and the figures of a
   // report or a summary table to what ran in it (the app's selected range).
   const std::optional<TimeRange> window = window_of(*r, o.from, o.to, o.steps);
@@ -1483,7 +1484,7 @@ void run_import(const ImportCliOptions& o, Context& ctx) {
     planned = plan_file_prediction(ctx.catalog(), o.plan_file);
     options.meta.emplace_back(kPredictedStepMetaKey, json_text(to_json(planned->step)));
   }
-  make_output_folder(o.output);
+  const OutputFolder output_folder(o.output);
   ImportReport report = take(import_traces(o.inputs, o.output, options));
   if (planned) {
     if (const std::string note = calib::plan_size_note(planned->plan, report.ranks); !note.empty())
@@ -1584,7 +1585,7 @@ void run_merge(const MergeCliOptions& o) {
   options.run.title = o.title;
   std::vector<std::string> notes;
   options.status = merged_status(o.inputs, notes);
-  make_output_folder(o.output);
+  const OutputFolder output_folder(o.output);
   MergeReport report = take(merge_stores(o.inputs, o.output, options));
   for (const std::string& note : notes)
     std::cerr << "clusterscope: note: " << note << '\n';

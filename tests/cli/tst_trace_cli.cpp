@@ -2179,6 +2179,16 @@ void TestTraceCli::outputsMakeTheirFolders_data() {
   QTest::addRow("merge under a file")
       << QStringList{"trace", "merge", "STORE", "-o", "@/a-file/sub/m.db"} << QStringList{}
       << "@/a-file/sub/m.db" + under_a_file;
+  // Refused once its folders were made: they go again (they were left empty).
+  QTest::addRow("export of steps not recorded")
+      << QStringList{"trace", "export", "STORE", "-o", "@/s/t/out.json", "--steps", "9"}
+      << QStringList{} << "--steps: @/saxpy.cstrace records no steps";
+  QTest::addRow("import of a file that is no trace")
+      << QStringList{"trace", "import", "@/a-file", "-o", "@/i/j/x.db"} << QStringList{}
+      << "@/a-file: not a trace this build imports";
+  QTest::addRow("merge of a file that is no store")
+      << QStringList{"trace", "merge", "@/a-file", "-o", "@/m/merged.db"} << QStringList{}
+      << "@/a-file is not a ClusterScope trace store";
 }
 
 void TestTraceCli::outputsMakeTheirFolders() {
@@ -2198,6 +2208,7 @@ void TestTraceCli::outputsMakeTheirFolders() {
   }
   for (QString& a : args)
     a.replace("STORE", store).replace("@", dir.path());
+  const QStringList before = QDir(dir.path()).entryList(QDir::NoDotAndDotDot | QDir::AllEntries);
   const Run r = run_cli(args);
   if (error.isEmpty()) {
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
@@ -2209,6 +2220,8 @@ void TestTraceCli::outputsMakeTheirFolders() {
   QVERIFY2(r.err.contains("clusterscope: error: " + error.replace("@", dir.path())),
            qPrintable(r.err));
   QVERIFY(QFileInfo(dir.filePath("a-file")).isFile());
+  // Nothing left behind, no empty folder either.
+  QCOMPARE(QDir(dir.path()).entryList(QDir::NoDotAndDotDot | QDir::AllEntries), before);
 }
 
 // A store named as the output of a merge, made read-only, is kept.
