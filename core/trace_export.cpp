@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/breakdown_parts.h"
+#include "core/elided_name.h"
 #include "core/enum_names.h"
 #include "core/file_beside.h"
 #include "core/file_exists.h"
@@ -815,6 +816,13 @@ std::string html(std::string_view text) {
   return out;
 }
 
+// A name of the store (a kernel, a stream, a collective, a range) as the
+// report shows it: elided past kShownNameChars characters
+// (core/elided_name.h); the CSV tables and the Chrome trace keep it whole.
+std::string html_name(std::string_view name) {
+  return html(elided_name(name));
+}
+
 std::string ms(std::int64_t ns) {
   return format_fixed(static_cast<double>(ns) / 1e6, 3);
 }
@@ -1356,15 +1364,16 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   for (const RankAnalysis& r : analysis.ranks) {
     for (const StreamIdle& st : r.streams) {
       const double span = static_cast<double>(st.span_ns);
-      out << "<tr><td class=n>" << r.rank << "</td><td>" << html(st.name) << "</td><td class=n>"
-          << st.events << "</td><td class=n>" << ms(st.span_ns) << "</td><td class=n>"
-          << pct(static_cast<double>(st.busy_ns), span) << "</td><td class=n>"
-          << pct(static_cast<double>(st.idle_ns()), span) << "</td><td class=n>"
-          << pct(static_cast<double>(st.idle_host_wait_ns), span) << "</td><td class=n>"
-          << pct(static_cast<double>(st.idle_kernel_wait_ns), span) << "</td><td class=n>"
-          << pct(static_cast<double>(st.idle_other_ns), span) << "</td><td class=n>"
-          << (st.launched > 0 ? format_fixed(st.queue_mean, 1) : "-") << "</td><td class=n>"
-          << (st.launched > 0 ? std::to_string(st.queue_max) : "-") << "</td></tr>\n";
+      out << "<tr><td class=n>" << r.rank << "</td><td>" << html_name(st.name)
+          << "</td><td class=n>" << st.events << "</td><td class=n>" << ms(st.span_ns)
+          << "</td><td class=n>" << pct(static_cast<double>(st.busy_ns), span)
+          << "</td><td class=n>" << pct(static_cast<double>(st.idle_ns()), span)
+          << "</td><td class=n>" << pct(static_cast<double>(st.idle_host_wait_ns), span)
+          << "</td><td class=n>" << pct(static_cast<double>(st.idle_kernel_wait_ns), span)
+          << "</td><td class=n>" << pct(static_cast<double>(st.idle_other_ns), span)
+          << "</td><td class=n>" << (st.launched > 0 ? format_fixed(st.queue_mean, 1) : "-")
+          << "</td><td class=n>" << (st.launched > 0 ? std::to_string(st.queue_max) : "-")
+          << "</td></tr>\n";
     }
   }
   out << "</table>\n";
@@ -1557,7 +1566,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     for (const GemmRate& g : gemms.rows) {
       if (listed++ == kListed) break;
       const auto percent = g.percent_of_peak();
-      out << "<tr><td><code>" << html(g.name) << "</code></td><td>"
+      out << "<tr><td><code>" << html_name(g.name) << "</code></td><td>"
           << (g.precision.empty() ? "-" : g.precision) << "</td><td class=n>" << g.count
           << "</td><td class=n>" << format_significant(g.flops / 1e9, 4) << "</td><td class=n>"
           << ms(g.time_ns) << "</td><td class=n>"
@@ -1586,7 +1595,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     std::size_t listed = 0;
     for (const KernelStats& c : rows) {
       if (listed++ == kListed) break;
-      out << "<tr><td><code>" << html(c.name) << "</code></td>";
+      out << "<tr><td><code>" << html_name(c.name) << "</code></td>";
       duration_cells(c);
     }
     out << "</table>\n";
@@ -1608,8 +1617,8 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     for (const MemoryOpStats& m : analysis.memory_ops) {
       if (shown++ == kListed) break;
       const bool sized = m.total_bytes > 0;
-      out << "<tr><td><code>" << html(m.time.name) << "</code></td><td class=n>" << m.time.count
-          << "</td><td class=n>" << ms(m.time.total_ns) << "</td><td class=n>"
+      out << "<tr><td><code>" << html_name(m.time.name) << "</code></td><td class=n>"
+          << m.time.count << "</td><td class=n>" << ms(m.time.total_ns) << "</td><td class=n>"
           << format_fixed(m.time.mean_ns / 1e3, 2) << "</td><td class=n>"
           << format_fixed(m.time.median_ns / 1e3, 2) << "</td><td class=n>"
           << format_fixed(static_cast<double>(m.time.max_ns) / 1e3, 2) << "</td><td class=n>"
@@ -1637,7 +1646,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
       if (std::find(names.begin(), names.end(), k.name) == names.end()) names.push_back(k.name);
     std::string listed;
     for (std::size_t i = 0; i < names.size() && i < 3; ++i)
-      listed += (i > 0 ? ", " : "") + html(names[i]);
+      listed += (i > 0 ? ", " : "") + html_name(names[i]);
     if (names.size() > 3) listed += " and " + std::to_string(names.size() - 3) + " more";
     out << "<h2>Sampled counters</h2>\n<p class=note>Each rank's counters (here: " << listed
         << "): the largest sample is the peak, as PyTorch's "
@@ -1647,7 +1656,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     const std::int64_t origin = reader.time_range().start_ns;
     for (const CounterStats& k : analysis.counters) {
       auto value = [&](double v) { return counter_value_text(k, v); };
-      out << "<tr><td class=n>" << k.rank << "</td><td>" << html(k.name) << "</td><td class=n>"
+      out << "<tr><td class=n>" << k.rank << "</td><td>" << html_name(k.name) << "</td><td class=n>"
           << k.samples << "</td><td class=n>" << value(k.least) << "</td><td class=n>"
           << value(k.greatest) << "</td><td class=n>"
           << format_fixed(static_cast<double>(k.greatest_at_ns - origin) / 1e6, 3)
@@ -1667,7 +1676,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
            "<th>algbw GB/s</th><th>busbw GB/s</th><th>transfer us</th><th>its busbw GB/s</th>"
            "</tr>\n";
     for (const CollectiveStats& c : analysis.collectives) {
-      out << "<tr><td><code>" << html(c.name) << "</code></td><td>" << to_string(c.dtype)
+      out << "<tr><td><code>" << html_name(c.name) << "</code></td><td>" << to_string(c.dtype)
           << "</td><td class=n>" << (c.bytes > 0 ? format_bytes(static_cast<double>(c.bytes)) : "-")
           << "</td><td class=n>" << c.ranks << "</td><td class=n>" << c.count << "</td><td class=n>"
           << format_fixed(c.mean_ns / 1e3, 2) << "</td><td class=n>"
@@ -1696,7 +1705,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     } else {
       const double step = run_path->step_ns;
       const auto row = [&](const std::string& name, double ns) {
-        out << "<tr><td>" << html(name) << "</td><td class=n>" << format_fixed(ns / 1e6, 3)
+        out << "<tr><td>" << html_name(name) << "</td><td class=n>" << format_fixed(ns / 1e6, 3)
             << "</td><td class=n>" << format_fixed(step > 0 ? 100.0 * ns / step : 0.0, 1)
             << "%</td></tr>\n";
       };
