@@ -734,20 +734,49 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
 // ---------------------------------------------------------------------------
 // CSV
 
-void csv_field(Output& out, std::string_view s) {
-  // As the JSON and HTML exports: a store written before its text was kept
-  // as UTF-8 may hold other bytes.
-  if (!is_valid_utf8(s)) return csv_field(out, valid_utf8(s));
-  if (s.find_first_of(",\"\n\r") == std::string_view::npos) {
+// How a text goes into a CSV field: as it is, quoted (it holds a comma, a
+// quote or a line break), or not UTF-8 and made so first (as the JSON and
+// HTML exports: a store written before its text was kept as UTF-8 may
+// hold other bytes). Reads the whole text: the events table finds it once
+// per name (CsvName), not once per event.
+enum class CsvForm : std::uint8_t { as_is, quoted, not_utf8 };
+CsvForm csv_form(std::string_view s) {
+  if (!is_valid_utf8(s)) return CsvForm::not_utf8;
+  return s.find_first_of(",\"\n\r") == std::string_view::npos ? CsvForm::as_is : CsvForm::quoted;
+}
+
+// A name of the store in a CSV row, its form found before.
+struct CsvName {
+  std::string_view text;
+  CsvForm form;
+};
+
+void csv_field(Output& out, std::string_view s, CsvForm form) {
+  if (form == CsvForm::not_utf8) {
+    const std::string valid = valid_utf8(s);
+    return csv_field(out, valid, csv_form(valid));
+  }
+  if (form == CsvForm::as_is) {
     out << s;
     return;
   }
+  // In runs up to each quote, which is doubled: a character at a time, a
+  // name of 200,000 characters with a comma took most of an export.
   out << '"';
-  for (char c : s) {
-    if (c == '"') out << '"';
-    out << c;
+  for (std::size_t at = 0; at < s.size();) {
+    const std::size_t quote = s.find('"', at);
+    if (quote == std::string_view::npos) {
+      out << s.substr(at);
+      break;
+    }
+    out << s.substr(at, quote + 1 - at) << '"';
+    at = quote + 1;
   }
   out << '"';
+}
+
+void csv_field(Output& out, std::string_view s) {
+  csv_field(out, s, csv_form(s));
 }
 
 template <class... T>
@@ -757,7 +786,9 @@ void csv_row(Output& out, const T&... fields) {
     if (!first) out << ',';
     first = false;
     using F = std::decay_t<decltype(f)>;
-    if constexpr (std::is_convertible_v<F, std::string_view>)
+    if constexpr (std::is_same_v<F, CsvName>)
+      csv_field(out, f.text, f.form);
+    else if constexpr (std::is_convertible_v<F, std::string_view>)
       csv_field(out, f);
     else if constexpr (std::is_same_v<F, std::optional<double>>) {
       if (f) out << *f;  // an empty field when there is none
@@ -1113,6 +1144,21 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
       const std::int64_t t1 = window ? window->end_ns : kMaxTime;
       const std::int64_t from = window ? t0 - longest_event_ns(reader) : kMinTime;
       Status launch_error;
+      // Each name's and lane's form, found once: a name of 200,000
+      // characters was read through for every event of it.
+      std::unordered_map<std::uint32_t, CsvForm> name_forms, lane_forms;
+      auto name_of = [&](StringId id) {
+        const std::string& text = reader.string(id);
+        auto [it, added] = name_forms.try_emplace(id.value);
+        if (added) it->second = csv_form(text);
+        return CsvName{text, it->second};
+      };
+      auto lane_name_of = [&](const LaneInfo* lane) {
+        if (!lane) return CsvName{{}, CsvForm::as_is};
+        auto [it, added] = lane_forms.try_emplace(lane->id.value);
+        if (added) it->second = csv_form(lane->name);
+        return CsvName{lane->name, it->second};
+      };
       Status s = reader.for_each_event({}, from, t1, [&](const StoredEvent& se) {
         const Event& e = se.event;
         if (window && !overlaps(e, *window)) return true;
@@ -1138,13 +1184,13 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
             dynamic = known(l.dynamic_shared_memory_bytes);
           }
         }
-        csv_row(out, se.id, se.rank, lane ? std::string_view(lane->name) : std::string_view(),
+        csv_row(out, se.id, se.rank, lane_name_of(lane),
                 lane ? to_string(lane->kind) : std::string_view(), to_string(e.kind),
-                to_string(e.category), std::string_view(reader.string(e.name)), e.start_ns,
-                e.end_ns, e.end_ns - e.start_ns, e.correlation, e.bytes, e.flops,
-                to_string(e.collective), to_string(e.dtype), e.count, e.peer, e.group_size, e.step,
-                std::string_view(grid), std::string_view(block), std::string_view(registers),
-                std::string_view(shared), std::string_view(dynamic));
+                to_string(e.category), name_of(e.name), e.start_ns, e.end_ns, e.end_ns - e.start_ns,
+                e.correlation, e.bytes, e.flops, to_string(e.collective), to_string(e.dtype),
+                e.count, e.peer, e.group_size, e.step, std::string_view(grid),
+                std::string_view(block), std::string_view(registers), std::string_view(shared),
+                std::string_view(dynamic));
         ++report.events;
         return out.ok();
       });

@@ -226,6 +226,8 @@ class TestTraceExport : public QObject {
   void filePerRankRefusesARankWithNoEvent();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
+  void csvFieldsReadBackWhole_data();
+  void csvFieldsReadBackWhole();
   void htmlReportIsSelfContained();
   void htmlReportCutsLongNamesByCharacter();
   void elidedName_data();
@@ -1223,6 +1225,48 @@ void TestTraceExport::chromeTraceWarnsWhenLarge() {
   QVERIFY(report);
   QCOMPARE(report->warnings.size(), std::size_t{1});
   QVERIFY(QString::fromStdString(report->warnings[0]).contains("export a time window"));
+}
+
+// A name in the events table reads back as it was (RFC 4180: a field with
+// a comma, a quote or a line break quoted, its quotes doubled), long or not.
+void TestTraceExport::csvFieldsReadBackWhole_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addRow("plain") << "gemm_kernel";
+  QTest::addRow("a comma") << "saxpy(double *, int)";
+  QTest::addRow("a quote inside") << R"(say "hi" twice)";
+  QTest::addRow("quotes at the ends") << R"("quoted")";
+  QTest::addRow("only a quote") << R"(")";
+  QTest::addRow("a line break") << "two\nlines";
+  QString templated = "void cutlass::Kernel<";
+  while (templated.size() < 200'000)
+    templated += R"(cutlass::gemm::GemmShape<128, 128, 32>, "tag", )";
+  QTest::addRow("200,000 characters, commas and quotes") << templated + ">";
+}
+
+void TestTraceExport::csvFieldsReadBackWhole() {
+  QFETCH(QString, name);
+  QTemporaryDir dir;
+  const std::string store = dir.filePath("names.db").toStdString();
+  {
+    auto w = std::move(TraceWriter::create(store, {})).value();
+    w->add_rank({0, "host", "CPU", 1, 0, false});
+    Event e;
+    e.lane = w->add_lane(0, LaneKind::cpu_thread, "compute");
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    e.name = w->intern(name.toStdString());
+    w->add(e);
+    QVERIFY(w->close());
+  }
+  auto r = std::move(TraceReader::open(store)).value();
+  const std::string csv = dir.filePath("events.csv").toStdString();
+  QVERIFY(export_csv(*r, nullptr, CsvTable::events, csv));
+  const std::string text = read_file(csv);
+  const std::string header = text.substr(0, text.find('\n'));
+  const std::string row = text.substr(header.size() + 1, text.size() - header.size() - 2);
+  const auto fields = csv_split(row);
+  QCOMPARE(fields.size(), csv_split(header).size());
+  QCOMPARE(QString::fromStdString(fields[6]), name);
 }
 
 void TestTraceExport::csvTables() {
