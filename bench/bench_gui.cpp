@@ -20,8 +20,17 @@
 //  5. A run of 50,000 lanes (a Chrome trace's thread ids): opened until the
 //     first frame is painted (target: under 1 s, as 3.) and scrolled, each
 //     scroll to the lanes in view painted (target: 16 ms).
+//  6. A run whose kernel, annotation, API call and lane names are 200,000
+//     characters long (heavily templated kernels, a hostile import): opened
+//     until the first frame is painted (target: under 1 s, as 3.) and until
+//     its analyses are done, a search every kernel matches (its time and
+//     the app's peak memory), then each export (HTML, PDF, CSV, Chrome trace)
+//     written on the GUI thread (target: no slower than the same store with
+//     short names by more than the bytes the whole names add to the CSV and
+//     Chrome trace).
 // Usage: bench_gui [--edits N] [--starts N] [--run-events N] [--only-run]
 //        [--export-events N] [--only-exports] [--lanes N] [--only-lanes]
+//        [--long-names CHARS] [--only-long-names]
 //        (offscreen unless a display is set)
 
 #include <QApplication>
@@ -451,6 +460,176 @@ int benchManyLanes(int lanes) {
   return 0;
 }
 
+// Section 6: a run whose names are `chars` characters long. 2 ranks, each
+// with a compute stream of kernels inside forward/backward annotations, the
+// CUDA API calls that launched them and an all-reduce stream; 16 kernel
+// names, each of `chars` characters (a template argument list repeated)
+// with its own start, as the templated kernels of CUTLASS read.
+bool writeLongNames(const std::string& path, std::int64_t chars) {
+  using namespace cs::trace;
+  const auto writer = benchWriter(path, "names of " + std::to_string(chars) + " characters");
+  if (!writer) return false;
+  TraceWriter& w = *writer;
+  auto long_name = [chars](const std::string& start) {
+    const std::string unit = "cutlass::gemm::GemmShape<128, 128, 32>, ";
+    std::string name = start + "<";
+    while (std::int64_t(name.size()) < chars - 1)
+      name += unit;
+    name.resize(std::size_t(std::max<std::int64_t>(chars - 1, std::int64_t(start.size()))));
+    return name + ">";
+  };
+  std::vector<StringId> kernels;
+  for (int k = 0; k < 16; ++k)
+    kernels.push_back(w.intern(long_name("void cutlass::Kernel_" + std::to_string(k))));
+  const StringId launch = w.intern(long_name("cudaLaunchKernel"));
+  const StringId all_reduce = w.intern(long_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+  const StringId phase_names[] = {w.intern(long_name("forward")), w.intern(long_name("backward"))};
+  constexpr int kRanks = 2, kSteps = 10, kPerPhase = 200;
+  for (int r = 0; r < kRanks; ++r) {
+    w.add_rank({r, "bench-host", "GPU " + std::to_string(r), 1000 + r, r, true});
+    const LaneId compute = w.add_lane(r, LaneKind::gpu_stream, long_name("stream 7"));
+    const LaneId comm = w.add_lane(r, LaneKind::gpu_stream, "stream 13 (NCCL)");
+    const LaneId api = w.add_lane(r, LaneKind::cpu_thread, "Thread 1");
+    const LaneId phases = w.add_lane(r, LaneKind::annotation, "NVTX");
+    std::int64_t t = 1'700'000'000'000'000'000 + r * 1000;
+    std::int64_t correlation = 1;
+    for (int step = 0; step < kSteps * 2; ++step) {
+      const std::int64_t phase_start = t;
+      for (int k = 0; k < kPerPhase; ++k) {
+        Event call;
+        call.lane = api;
+        call.kind = EventKind::api_call;
+        call.category = Category::other;
+        call.start_ns = t - 1500;
+        call.end_ns = t - 500;
+        call.name = launch;
+        call.correlation = correlation;
+        call.step = step / 2;
+        w.add(call);
+        Event e;
+        e.lane = compute;
+        e.start_ns = t;
+        e.end_ns = t + 20'000 + (k % 7) * 3000;
+        e.name = kernels[std::size_t(k % 16)];
+        e.correlation = correlation++;
+        e.step = step / 2;
+        w.add(e);
+        if (k % 20 == 0) {
+          Event c;
+          c.lane = comm;
+          c.kind = EventKind::collective;
+          c.category = Category::communication;
+          c.collective = Collective::all_reduce;
+          c.dtype = DataType::fp32;
+          c.bytes = 4 << 20;
+          c.group_size = kRanks;
+          c.start_ns = t + 500;
+          c.end_ns = t + 60'000;
+          c.name = all_reduce;
+          c.step = step / 2;
+          w.add(c);
+        }
+        t = e.end_ns + 2000;
+      }
+      Event a;
+      a.lane = phases;
+      a.kind = EventKind::annotation;
+      a.category = Category::other;
+      a.start_ns = phase_start;
+      a.end_ns = t - 2000;
+      a.name = phase_names[step % 2];
+      a.step = step / 2;
+      w.add(a);
+    }
+  }
+  if (cs::Status s = w.close(); !s) {
+    std::fprintf(stderr, "bench_gui: %s\n", s.message().c_str());
+    return false;
+  }
+  return true;
+}
+
+// Opens the store of names of `chars` characters and exports it, each
+// figure beside the same store's with names of 40 characters.
+int benchLongNames(std::int64_t chars) {
+  std::printf("a run whose kernel, annotation, API call and lane names are long:\n");
+  for (const std::int64_t length : {std::int64_t(40), chars}) {
+    const std::string path = storeWrittenOnce(
+        "/tmp/clusterscope-bench-gui-names-" + std::to_string(length) + ".db",
+        "names of " + std::to_string(length) + " characters",
+        [length](const std::string& partial) { return writeLongNames(partial, length); });
+    if (path.empty()) return 1;
+    MainWindow window;
+    window.resize(1500, 950);
+    window.show();
+    RunView* view = window.runView();
+    QElapsedTimer clock;
+    clock.start();
+    const double first_ms = openAndPaint(*view, path, "the store of long names", 600000);
+    if (first_ms < 0) return 1;
+    if (!waitUntil([&] { return view->analysis() || !view->message().isEmpty(); }, 1800000) ||
+        !view->message().isEmpty()) {
+      std::fprintf(stderr, "bench_gui: the store of long names was not analysed: %s\n",
+                   qPrintable(view->message()));
+      return 1;
+    }
+    // The tables and the timeline filled and painted with the analyses.
+    QCoreApplication::processEvents();
+    window.repaint();
+    const double analysed_ms = double(clock.nsecsElapsed()) * 1e-6;
+    std::printf(
+        "  names of %lld characters: open -> first timeline frame painted %.0f ms (target 1000 "
+        "ms: %s); analyses done and shown %.0f ms\n",
+        (long long)length, first_ms, first_ms < 1000 ? "under" : "OVER", analysed_ms);
+    // A search for the kernels' common start: every kernel matches.
+    TimelineWidget* t = view->timeline();
+    bool found = false;
+    const auto moved = QObject::connect(t, &TimelineWidget::searchMoved, [&] { found = true; });
+    const long peak_before_kb = procStatusKb("VmHWM");
+    QElapsedTimer look;
+    look.start();
+    t->findNext(QStringLiteral("void cutlass::Kernel_"));
+    waitUntil([&] { return found; }, 600000);
+    const double search_ms = double(look.nsecsElapsed()) * 1e-6;
+    QObject::disconnect(moved);
+    std::printf(
+        "  names of %lld characters: a search for \"void cutlass::Kernel_\" to its first of %d "
+        "matches %.0f ms; the app's peak memory %.0f MB before it, %.0f MB after\n",
+        (long long)length, t->searchMatches(), search_ms, double(peak_before_kb) * 1024 / 1e6,
+        double(procStatusKb("VmHWM")) * 1024 / 1e6);
+    QTemporaryDir out(QDir::tempPath() + QStringLiteral("/clusterscope-bench-names-XXXXXX"));
+    struct Kind {
+      const char* name;
+      RunExport kind;
+      const char* file;
+    };
+    QStringList figures;
+    for (const Kind& k :
+         {Kind{"HTML report", RunExport::html, "run.html"},
+          Kind{"PDF report", RunExport::pdf, "run.pdf"}, Kind{"CSV tables", RunExport::csv, "run"},
+          Kind{"Chrome trace", RunExport::chrome_trace, "run.json"}}) {
+      QElapsedTimer t;
+      t.start();
+      auto written = view->exportNow(k.kind, out.filePath(QString::fromUtf8(k.file)));
+      const double ms = double(t.nsecsElapsed()) * 1e-6;
+      if (!written) {
+        std::fprintf(stderr, "bench_gui: %s: %s\n", k.name, written.message().c_str());
+        return 1;
+      }
+      std::int64_t bytes = 0;
+      for (const QString& f : written.value())
+        bytes += QFileInfo(f).size();
+      figures << QStringLiteral("%1 %2 ms (%3 MB)")
+                     .arg(QString::fromUtf8(k.name))
+                     .arg(ms, 0, 'f', 0)
+                     .arg(double(bytes) / 1e6, 0, 'f', 1);
+    }
+    std::printf("  names of %lld characters: exports on the GUI thread: %s; load average %.1f\n",
+                (long long)length, qPrintable(figures.join(QStringLiteral(", "))), loadAverage());
+  }
+  return 0;
+}
+
 // Section 4: a run's exports from the app (File > Export run). Each is
 // written once on the GUI thread, as before the exports moved off it (the
 // window frozen throughout), then as the app writes it, on a worker thread,
@@ -531,7 +710,7 @@ int benchExports(std::int64_t events) {
 
 constexpr const char* kUsage =
     "bench_gui [--edits N] [--starts N] [--run-events N] [--only-run] [--export-events N] "
-    "[--only-exports] [--lanes N] [--only-lanes]";
+    "[--only-exports] [--lanes N] [--only-lanes] [--long-names CHARS] [--only-long-names]";
 
 // The value after argv[i], a whole number from `least` to `most`; i moves past it.
 long long countArg(int argc, char** argv, int& i, long long least, long long most) {
@@ -552,6 +731,8 @@ int main(int argc, char** argv) {
   bool only_exports = false;
   int many_lanes = 50'000;
   bool only_lanes = false;
+  std::int64_t long_names = 200'000;
+  bool only_long_names = false;
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY")) {
     qputenv("QT_QPA_PLATFORM", "offscreen");
   }
@@ -577,6 +758,10 @@ int main(int argc, char** argv) {
       only_exports = true;
     else if (arg == "--only-lanes")
       only_lanes = true;
+    else if (arg == "--long-names")
+      long_names = countArg(argc, argv, i, 41, 100'000'000);
+    else if (arg == "--only-long-names")
+      only_long_names = true;
     else
       cs::bench::usage_error("bench_gui", "unknown argument '" + arg + "'", kUsage);
   }
@@ -586,6 +771,7 @@ int main(int argc, char** argv) {
   if (only_exports) return benchExports(export_events);
   if (only_run) return benchRun(run_events);
   if (only_lanes) return benchManyLanes(many_lanes);
+  if (only_long_names) return benchLongNames(long_names);
 
   // --- 1. plan edit -> estimate painted --------------------------------------
   MainWindow window;
@@ -753,5 +939,6 @@ int main(int argc, char** argv) {
       warm.median < 1000 ? "under" : "OVER", stats(inside).median);
   if (const int failed = benchRun(run_events)) return failed;
   if (const int failed = benchExports(export_events)) return failed;
-  return benchManyLanes(many_lanes);
+  if (const int failed = benchManyLanes(many_lanes)) return failed;
+  return benchLongNames(long_names);
 }

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -313,6 +314,14 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
   // Every pipeline call's length, by direction (send or not) and size.
   std::map<std::pair<bool, std::int64_t>, std::vector<std::int64_t>> call_lengths;
   const Communicators communicators = Communicators::of(reader);
+  // operation_kind reads a name in lower case, whole: once per name, not per
+  // event (a run of kernels named in 200,000 characters took seconds here).
+  std::unordered_map<std::uint32_t, std::string_view> kinds;
+  auto kind_of = [&](StringId id, std::string_view name) {
+    auto [it, added] = kinds.try_emplace(id.value);
+    if (added) it->second = operation_kind(name);
+    return it->second;
+  };
   for (std::int32_t rank : ranks) {
     RankEvents ev;
     auto off_cpu = off_cpu_by_op_end(reader, rank);
@@ -380,10 +389,10 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
                      e.step});
               } else if (e.category == Category::compute) {
                 if (gpu && e.correlation > 0) {
-                  ev.kernels.push_back({when, e.correlation, operation_kind(name)});
+                  ev.kernels.push_back({when, e.correlation, kind_of(e.name, name)});
                 } else {
                   const auto off = off_cpu_by_end.find(e.end_ns);
-                  ev.compute.push_back({when, operation_kind(name), -1,
+                  ev.compute.push_back({when, kind_of(e.name, name), -1,
                                         off == off_cpu_by_end.end()
                                             ? 0
                                             : std::min(off->second, e.end_ns - e.start_ns)});
@@ -394,8 +403,8 @@ Result<std::vector<StepParts>> measure_rank_parts(const TraceReader& reader) {
               // Host-side ranges stand for compute only where no GPU stream
               // does; there they name the kernels launched inside them.
               if (!gpu && e.category == Category::compute)
-                ev.compute.push_back({when, operation_kind(name)});
-              if (gpu) ev.host_ops.push_back({when, operation_kind(name)});
+                ev.compute.push_back({when, kind_of(e.name, name)});
+              if (gpu) ev.host_ops.push_back({when, kind_of(e.name, name)});
               return true;
             case EventKind::api_call:
               if (gpu && e.correlation > 0) ev.launch_ns.emplace(e.correlation, e.start_ns);

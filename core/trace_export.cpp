@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/breakdown_parts.h"
+#include "core/elided_name.h"
 #include "core/enum_names.h"
 #include "core/file_beside.h"
 #include "core/file_exists.h"
@@ -733,20 +734,49 @@ Status write_chrome(const TraceReader& reader, const std::string& path,
 // ---------------------------------------------------------------------------
 // CSV
 
-void csv_field(Output& out, std::string_view s) {
-  // As the JSON and HTML exports: a store written before its text was kept
-  // as UTF-8 may hold other bytes.
-  if (!is_valid_utf8(s)) return csv_field(out, valid_utf8(s));
-  if (s.find_first_of(",\"\n\r") == std::string_view::npos) {
+// How a text goes into a CSV field: as it is, quoted (it holds a comma, a
+// quote or a line break), or not UTF-8 and made so first (as the JSON and
+// HTML exports: a store written before its text was kept as UTF-8 may
+// hold other bytes). Reads the whole text: the events table finds it once
+// per name (CsvName), not once per event.
+enum class CsvForm : std::uint8_t { as_is, quoted, not_utf8 };
+CsvForm csv_form(std::string_view s) {
+  if (!is_valid_utf8(s)) return CsvForm::not_utf8;
+  return s.find_first_of(",\"\n\r") == std::string_view::npos ? CsvForm::as_is : CsvForm::quoted;
+}
+
+// A name of the store in a CSV row, its form found before.
+struct CsvName {
+  std::string_view text;
+  CsvForm form;
+};
+
+void csv_field(Output& out, std::string_view s, CsvForm form) {
+  if (form == CsvForm::not_utf8) {
+    const std::string valid = valid_utf8(s);
+    return csv_field(out, valid, csv_form(valid));
+  }
+  if (form == CsvForm::as_is) {
     out << s;
     return;
   }
+  // In runs up to each quote, which is doubled: a character at a time, a
+  // name of 200,000 characters with a comma took most of an export.
   out << '"';
-  for (char c : s) {
-    if (c == '"') out << '"';
-    out << c;
+  for (std::size_t at = 0; at < s.size();) {
+    const std::size_t quote = s.find('"', at);
+    if (quote == std::string_view::npos) {
+      out << s.substr(at);
+      break;
+    }
+    out << s.substr(at, quote + 1 - at) << '"';
+    at = quote + 1;
   }
   out << '"';
+}
+
+void csv_field(Output& out, std::string_view s) {
+  csv_field(out, s, csv_form(s));
 }
 
 template <class... T>
@@ -756,7 +786,9 @@ void csv_row(Output& out, const T&... fields) {
     if (!first) out << ',';
     first = false;
     using F = std::decay_t<decltype(f)>;
-    if constexpr (std::is_convertible_v<F, std::string_view>)
+    if constexpr (std::is_same_v<F, CsvName>)
+      csv_field(out, f.text, f.form);
+    else if constexpr (std::is_convertible_v<F, std::string_view>)
       csv_field(out, f);
     else if constexpr (std::is_same_v<F, std::optional<double>>) {
       if (f) out << *f;  // an empty field when there is none
@@ -813,6 +845,13 @@ std::string html(std::string_view text) {
     }
   }
   return out;
+}
+
+// A name of the store (a kernel, a stream, a collective, a range) as the
+// report shows it: elided past kShownNameChars characters
+// (core/elided_name.h); the CSV tables and the Chrome trace keep it whole.
+std::string html_name(std::string_view name) {
+  return html(elided_name(name));
 }
 
 std::string ms(std::int64_t ns) {
@@ -1105,6 +1144,21 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
       const std::int64_t t1 = window ? window->end_ns : kMaxTime;
       const std::int64_t from = window ? t0 - longest_event_ns(reader) : kMinTime;
       Status launch_error;
+      // Each name's and lane's form, found once: a name of 200,000
+      // characters was read through for every event of it.
+      std::unordered_map<std::uint32_t, CsvForm> name_forms, lane_forms;
+      auto name_of = [&](StringId id) {
+        const std::string& text = reader.string(id);
+        auto [it, added] = name_forms.try_emplace(id.value);
+        if (added) it->second = csv_form(text);
+        return CsvName{text, it->second};
+      };
+      auto lane_name_of = [&](const LaneInfo* lane) {
+        if (!lane) return CsvName{{}, CsvForm::as_is};
+        auto [it, added] = lane_forms.try_emplace(lane->id.value);
+        if (added) it->second = csv_form(lane->name);
+        return CsvName{lane->name, it->second};
+      };
       Status s = reader.for_each_event({}, from, t1, [&](const StoredEvent& se) {
         const Event& e = se.event;
         if (window && !overlaps(e, *window)) return true;
@@ -1130,13 +1184,13 @@ Result<ExportReport> export_csv(const TraceReader& reader, const RunAnalysis* an
             dynamic = known(l.dynamic_shared_memory_bytes);
           }
         }
-        csv_row(out, se.id, se.rank, lane ? std::string_view(lane->name) : std::string_view(),
+        csv_row(out, se.id, se.rank, lane_name_of(lane),
                 lane ? to_string(lane->kind) : std::string_view(), to_string(e.kind),
-                to_string(e.category), std::string_view(reader.string(e.name)), e.start_ns,
-                e.end_ns, e.end_ns - e.start_ns, e.correlation, e.bytes, e.flops,
-                to_string(e.collective), to_string(e.dtype), e.count, e.peer, e.group_size, e.step,
-                std::string_view(grid), std::string_view(block), std::string_view(registers),
-                std::string_view(shared), std::string_view(dynamic));
+                to_string(e.category), name_of(e.name), e.start_ns, e.end_ns, e.end_ns - e.start_ns,
+                e.correlation, e.bytes, e.flops, to_string(e.collective), to_string(e.dtype),
+                e.count, e.peer, e.group_size, e.step, std::string_view(grid),
+                std::string_view(block), std::string_view(registers), std::string_view(shared),
+                std::string_view(dynamic));
         ++report.events;
         return out.ok();
       });
@@ -1356,15 +1410,16 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
   for (const RankAnalysis& r : analysis.ranks) {
     for (const StreamIdle& st : r.streams) {
       const double span = static_cast<double>(st.span_ns);
-      out << "<tr><td class=n>" << r.rank << "</td><td>" << html(st.name) << "</td><td class=n>"
-          << st.events << "</td><td class=n>" << ms(st.span_ns) << "</td><td class=n>"
-          << pct(static_cast<double>(st.busy_ns), span) << "</td><td class=n>"
-          << pct(static_cast<double>(st.idle_ns()), span) << "</td><td class=n>"
-          << pct(static_cast<double>(st.idle_host_wait_ns), span) << "</td><td class=n>"
-          << pct(static_cast<double>(st.idle_kernel_wait_ns), span) << "</td><td class=n>"
-          << pct(static_cast<double>(st.idle_other_ns), span) << "</td><td class=n>"
-          << (st.launched > 0 ? format_fixed(st.queue_mean, 1) : "-") << "</td><td class=n>"
-          << (st.launched > 0 ? std::to_string(st.queue_max) : "-") << "</td></tr>\n";
+      out << "<tr><td class=n>" << r.rank << "</td><td>" << html_name(st.name)
+          << "</td><td class=n>" << st.events << "</td><td class=n>" << ms(st.span_ns)
+          << "</td><td class=n>" << pct(static_cast<double>(st.busy_ns), span)
+          << "</td><td class=n>" << pct(static_cast<double>(st.idle_ns()), span)
+          << "</td><td class=n>" << pct(static_cast<double>(st.idle_host_wait_ns), span)
+          << "</td><td class=n>" << pct(static_cast<double>(st.idle_kernel_wait_ns), span)
+          << "</td><td class=n>" << pct(static_cast<double>(st.idle_other_ns), span)
+          << "</td><td class=n>" << (st.launched > 0 ? format_fixed(st.queue_mean, 1) : "-")
+          << "</td><td class=n>" << (st.launched > 0 ? std::to_string(st.queue_max) : "-")
+          << "</td></tr>\n";
     }
   }
   out << "</table>\n";
@@ -1557,7 +1612,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     for (const GemmRate& g : gemms.rows) {
       if (listed++ == kListed) break;
       const auto percent = g.percent_of_peak();
-      out << "<tr><td><code>" << html(g.name) << "</code></td><td>"
+      out << "<tr><td><code>" << html_name(g.name) << "</code></td><td>"
           << (g.precision.empty() ? "-" : g.precision) << "</td><td class=n>" << g.count
           << "</td><td class=n>" << format_significant(g.flops / 1e9, 4) << "</td><td class=n>"
           << ms(g.time_ns) << "</td><td class=n>"
@@ -1586,7 +1641,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     std::size_t listed = 0;
     for (const KernelStats& c : rows) {
       if (listed++ == kListed) break;
-      out << "<tr><td><code>" << html(c.name) << "</code></td>";
+      out << "<tr><td><code>" << html_name(c.name) << "</code></td>";
       duration_cells(c);
     }
     out << "</table>\n";
@@ -1608,8 +1663,8 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     for (const MemoryOpStats& m : analysis.memory_ops) {
       if (shown++ == kListed) break;
       const bool sized = m.total_bytes > 0;
-      out << "<tr><td><code>" << html(m.time.name) << "</code></td><td class=n>" << m.time.count
-          << "</td><td class=n>" << ms(m.time.total_ns) << "</td><td class=n>"
+      out << "<tr><td><code>" << html_name(m.time.name) << "</code></td><td class=n>"
+          << m.time.count << "</td><td class=n>" << ms(m.time.total_ns) << "</td><td class=n>"
           << format_fixed(m.time.mean_ns / 1e3, 2) << "</td><td class=n>"
           << format_fixed(m.time.median_ns / 1e3, 2) << "</td><td class=n>"
           << format_fixed(static_cast<double>(m.time.max_ns) / 1e3, 2) << "</td><td class=n>"
@@ -1637,7 +1692,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
       if (std::find(names.begin(), names.end(), k.name) == names.end()) names.push_back(k.name);
     std::string listed;
     for (std::size_t i = 0; i < names.size() && i < 3; ++i)
-      listed += (i > 0 ? ", " : "") + html(names[i]);
+      listed += (i > 0 ? ", " : "") + html_name(names[i]);
     if (names.size() > 3) listed += " and " + std::to_string(names.size() - 3) + " more";
     out << "<h2>Sampled counters</h2>\n<p class=note>Each rank's counters (here: " << listed
         << "): the largest sample is the peak, as PyTorch's "
@@ -1647,7 +1702,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     const std::int64_t origin = reader.time_range().start_ns;
     for (const CounterStats& k : analysis.counters) {
       auto value = [&](double v) { return counter_value_text(k, v); };
-      out << "<tr><td class=n>" << k.rank << "</td><td>" << html(k.name) << "</td><td class=n>"
+      out << "<tr><td class=n>" << k.rank << "</td><td>" << html_name(k.name) << "</td><td class=n>"
           << k.samples << "</td><td class=n>" << value(k.least) << "</td><td class=n>"
           << value(k.greatest) << "</td><td class=n>"
           << format_fixed(static_cast<double>(k.greatest_at_ns - origin) / 1e6, 3)
@@ -1667,7 +1722,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
            "<th>algbw GB/s</th><th>busbw GB/s</th><th>transfer us</th><th>its busbw GB/s</th>"
            "</tr>\n";
     for (const CollectiveStats& c : analysis.collectives) {
-      out << "<tr><td><code>" << html(c.name) << "</code></td><td>" << to_string(c.dtype)
+      out << "<tr><td><code>" << html_name(c.name) << "</code></td><td>" << to_string(c.dtype)
           << "</td><td class=n>" << (c.bytes > 0 ? format_bytes(static_cast<double>(c.bytes)) : "-")
           << "</td><td class=n>" << c.ranks << "</td><td class=n>" << c.count << "</td><td class=n>"
           << format_fixed(c.mean_ns / 1e3, 2) << "</td><td class=n>"
@@ -1696,7 +1751,7 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     } else {
       const double step = run_path->step_ns;
       const auto row = [&](const std::string& name, double ns) {
-        out << "<tr><td>" << html(name) << "</td><td class=n>" << format_fixed(ns / 1e6, 3)
+        out << "<tr><td>" << html_name(name) << "</td><td class=n>" << format_fixed(ns / 1e6, 3)
             << "</td><td class=n>" << format_fixed(step > 0 ? 100.0 * ns / step : 0.0, 1)
             << "%</td></tr>\n";
       };

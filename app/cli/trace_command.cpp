@@ -24,6 +24,7 @@
 #include "app/cli/context.h"
 #include "app/cli/output_folder.h"
 #include "app/cli/text_table.h"
+#include "core/elided_name.h"
 #include "core/file_beside.h"
 #include "core/file_exists.h"
 #include "core/format.h"
@@ -195,7 +196,8 @@ std::string shorten_kernel(const std::string& name, std::size_t n) {
 // `kernels`). Two different names that would read alike are shown longer:
 // a kernel's without its parameters, uncut, else whole, as Nsight Systems
 // prints them ("split_embedding_backward_codegen_rowwi...c10::Half, 2ul,
-// 32>" stood for three kernels).
+// 32>" stood for three kernels), up to kShownNameChars characters
+// (core/elided_name.h: a name of 200,000 characters is no table's).
 std::vector<std::string> distinct_names(const std::vector<std::string>& names, std::size_t n,
                                         bool kernels) {
   std::vector<std::string> out;
@@ -209,8 +211,9 @@ std::vector<std::string> distinct_names(const std::vector<std::string>& names, s
       if (whole_of[out[i]].size() > 1) out[i] = longer(names[i]);
   };
   if (kernels)
-    lengthen_alike([](const std::string& name) { return trace::kernel_short_name(name); });
-  lengthen_alike([](const std::string& name) { return name; });
+    lengthen_alike(
+        [](const std::string& name) { return elided_name(trace::kernel_short_name(name)); });
+  lengthen_alike([](const std::string& name) { return elided_name(name); });
   return out;
 }
 // Under a table of the first `shown` of `total` rows.

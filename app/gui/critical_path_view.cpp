@@ -144,11 +144,12 @@ void CriticalPathView::setStore(const QString& path) {
       const auto& op = sum.operations[std::size_t(row)];
       const QString& full = out.names[std::size_t(row)];
       // Whole where it is short ("dp all-reduce" has no return type to drop);
-      // a long kernel name without its return type and parameters.
+      // a long kernel name without its return type and parameters, and
+      // either no longer than the tables show a name (elidedName).
       const std::string whole = full.toStdString();
       auto* name = new QTableWidgetItem(
-          display_width(whole) <= 60 ? full : q(trace::kernel_short_name(whole)));
-      name->setToolTip(plainToolTip(full.left(4096)));
+          display_width(whole) <= 60 ? full : elidedName(trace::kernel_short_name(whole)));
+      name->setToolTip(plainToolTip(elidedName(full)));
       operations_->setItem(row, 0, name);
       operations_->setItem(row, 1, new QTableWidgetItem(q(std::string(op.part))));
       operations_->setItem(row, 2, number_item(QString::number(op.count), double(op.count)));

@@ -2,6 +2,10 @@
 
 #include <QString>
 #include <QTextDocument>
+#include <string>
+#include <string_view>
+
+#include "core/elided_name.h"
 
 namespace cs::gui {
 
@@ -12,6 +16,22 @@ namespace cs::gui {
 inline QString plainToolTip(const QString& text) {
   if (!Qt::mightBeRichText(text)) return text;
   return QStringLiteral("<p style=\"white-space:pre\">%1</p>").arg(text.toHtmlEscaped());
+}
+
+// A name of the store (a kernel, a collective, a range, a call, a lane) as
+// a table, the timeline, a tooltip or a report shows it: elided past
+// kShownNameChars characters (core/elided_name.h), so that no text layout
+// measures a name of 200,000 characters. The Selection tab's details, a
+// summary row's Qt::UserRole and the CSV and Chrome trace exports have it
+// whole.
+inline QString elidedName(std::string_view name) {
+  const std::string shown = elided_name(name);
+  return QString::fromUtf8(shown.data(), qsizetype(shown.size()));
+}
+inline QString elidedName(const QString& name) {
+  // No more characters than UTF-16 units: whole without a conversion.
+  if (name.size() <= qsizetype(kShownNameChars)) return name;
+  return elidedName(std::string_view(name.toStdString()));
 }
 
 }  // namespace cs::gui

@@ -133,6 +133,18 @@ QStandardItem* textCell(const QString& text) {
   return item;
 }
 
+// A name's cell: the name as the tables show it (elidedName), whole in
+// Qt::UserRole, which the tables sort and filter by and a row's instances
+// are looked up by.
+QStandardItem* nameCell(const std::string& name) {
+  const QString shown = elidedName(name);
+  auto* item = new QStandardItem(shown);
+  item->setData(q(name), Qt::UserRole);
+  item->setToolTip(plainToolTip(shown));  // where the column elides it
+  item->setEditable(false);
+  return item;
+}
+
 // Kernel names run to hundreds of characters (templated CUTLASS kernels):
 // the name column is held to a width the figures beside it stay visible
 // with, its names elided in the middle.
@@ -257,7 +269,7 @@ Result<std::vector<CounterLine>> readCounters(const trace::TraceReader& reader) 
     auto samples = reader.counters(rank, name);
     if (!samples) return samples.error();
     CounterLine line;
-    line.title = QObject::tr("rank %1: %2").arg(rank).arg(q(reader.string(name)));
+    line.title = QObject::tr("rank %1: %2").arg(rank).arg(elidedName(reader.string(name)));
     line.rank = rank;
     line.name = reader.string(name);
     line.bytes = trace::counter_in_bytes(line.name);
@@ -513,6 +525,7 @@ RunView::RunView(QWidget* parent) : QWidget(parent) {
     proxy->setSortRole(Qt::UserRole);
     proxy->setFilterCaseSensitivity(Qt::CaseInsensitive);
     proxy->setFilterKeyColumn(0);
+    proxy->setFilterRole(Qt::UserRole);  // the whole name (nameCell)
   };
   auto set_up_view = [](QTableView* view) {
     view->setSortingEnabled(true);
@@ -1111,7 +1124,7 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
                                             tr("max"), tr("stddev"), tr("share %")});
   for (const trace::KernelStats& k : a.kernels) {
     kernel_model_->appendRow(
-        {textCell(q(k.name)), textCell(q(std::string(to_string(k.kind)))),
+        {nameCell(k.name), textCell(q(std::string(to_string(k.kind)))),
          textCell(q(std::string(to_string(k.category)))),
          cell(QString::number(k.count), double(k.count)), cell(ns(k.total_ns), double(k.total_ns)),
          cell(seconds(k.mean_ns * 1e-9), k.mean_ns), cell(seconds(k.median_ns * 1e-9), k.median_ns),
@@ -1135,7 +1148,7 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
   for (int column : {6, 9, 10})
     collective_model_->horizontalHeaderItem(column)->setToolTip(transfer);
   for (const trace::CollectiveStats& c : a.collectives) {
-    QStandardItem* name = textCell(q(c.name));
+    QStandardItem* name = nameCell(c.name);
     name->setData(int(c.collective), Qt::UserRole + 1);
     name->setData(qlonglong(c.bytes), Qt::UserRole + 2);
     collective_model_->appendRow(
@@ -1166,7 +1179,7 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
     t.model->horizontalHeaderItem(8)->setToolTip(share_tip);
     for (const trace::KernelStats& k : rows) {
       t.model->appendRow(
-          {textCell(q(k.name)), cell(QString::number(k.count), double(k.count)),
+          {nameCell(k.name), cell(QString::number(k.count), double(k.count)),
            cell(ns(k.total_ns), double(k.total_ns)), cell(seconds(k.mean_ns * 1e-9), k.mean_ns),
            cell(seconds(k.median_ns * 1e-9), k.median_ns), cell(ns(k.min_ns), double(k.min_ns)),
            cell(ns(k.max_ns), double(k.max_ns)), cell(seconds(k.stddev_ns * 1e-9), k.stddev_ns),
@@ -1191,7 +1204,7 @@ void RunView::fillSummaries(const trace::RunAnalysis& a,
     const bool sized = m.total_bytes > 0;
     auto bytes = [sized](double b) { return sized ? q(format_bytes(b)) : QStringLiteral("-"); };
     copies_.model->appendRow(
-        {textCell(q(m.time.name)), cell(QString::number(m.time.count), double(m.time.count)),
+        {nameCell(m.time.name), cell(QString::number(m.time.count), double(m.time.count)),
          cell(ns(m.time.total_ns), double(m.time.total_ns)),
          cell(seconds(m.time.mean_ns * 1e-9), m.time.mean_ns),
          cell(seconds(m.time.median_ns * 1e-9), m.time.median_ns),
@@ -1250,7 +1263,7 @@ void RunView::showCounters(const std::vector<CounterLine>& lines) {
   // bytes" stood over a CPU run's process memory, and over any other counter.
   QStringList names;
   for (const CounterLine& line : lines) {
-    const QString name = line.bytes ? counterTitle(q(line.name)) : q(line.name);
+    const QString name = line.bytes ? counterTitle(elidedName(line.name)) : elidedName(line.name);
     if (!names.contains(name)) names << name;
   }
   if (names.size() > 3) {
@@ -1492,7 +1505,7 @@ void RunView::showAnalysis() {
     for (const trace::StreamIdle& st : r.streams) {
       const QStringList values = {
           QString::number(r.rank),
-          q(st.name),
+          elidedName(st.name),
           QString::number(st.events),
           ns(st.span_ns),
           ns(st.busy_ns),
@@ -1842,7 +1855,7 @@ void RunView::compareWith(const QString& other) {
     auto add_row = [&](const trace::ComparedFigure& f, bool counts) {
       const int row = t->rowCount();
       t->insertRow(row);
-      t->setItem(row, 0, tableCell(q(f.name)));
+      t->setItem(row, 0, tableCell(elidedName(f.name)));
       t->setItem(row, 1,
                  tableCell(counts ? tr("%1 → %2").arg(f.a_count).arg(f.b_count) : QString()));
       t->setItem(row, 2, tableCell(ns(std::int64_t(std::llround(f.a_ns)))));
@@ -2139,7 +2152,8 @@ void RunView::analyseRange(std::optional<trace::TimeRange> range) {
                ++i) {
             const trace::KernelStats& k = range_analysis_->kernels[i];
             html += QStringLiteral("<li>%1 — %2 × %3</li>")
-                        .arg(q(k.name).toHtmlEscaped(), ns(k.total_ns), QString::number(k.count));
+                        .arg(elidedName(k.name).toHtmlEscaped(), ns(k.total_ns),
+                             QString::number(k.count));
           }
           html += QStringLiteral("</ol>");
         }
@@ -2155,7 +2169,7 @@ void RunView::showKernelInstances(int proxy_row) {
 void RunView::showNamedInstances(const QSortFilterProxyModel* proxy, int proxy_row) {
   const QModelIndex index = proxy->index(proxy_row, 0);
   if (!index.isValid()) return;
-  const std::string name = index.data(Qt::DisplayRole).toString().toStdString();
+  const std::string name = index.data(Qt::UserRole).toString().toStdString();  // whole
   const std::uint64_t job = ++instance_job_;
   QtConcurrent::run(&jobs_, [path = path_.toStdString(), name, range = timeline_->selectedRange()] {
     auto reader = trace::TraceReader::open(path);
@@ -2176,7 +2190,7 @@ void RunView::showCollectiveInstances(int proxy_row) {
   if (!index.isValid()) return;
   const auto collective = trace::Collective(index.data(Qt::UserRole + 1).toInt());
   const std::int64_t bytes = index.data(Qt::UserRole + 2).toLongLong();
-  const std::string name = index.data(Qt::DisplayRole).toString().toStdString();
+  const std::string name = index.data(Qt::UserRole).toString().toStdString();  // whole
   const std::uint64_t job = ++instance_job_;
   QtConcurrent::run(&jobs_, [path = path_.toStdString(), collective, bytes, name,
                              range = timeline_->selectedRange()] {

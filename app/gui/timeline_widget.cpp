@@ -19,6 +19,7 @@
 
 #include <QtConcurrent/QtConcurrentRun>
 
+#include "app/gui/plain_text.h"
 #include "core/format.h"
 #include "core/predicted_step.h"
 #include "core/trace_analysis.h"
@@ -110,10 +111,12 @@ std::int64_t tickStep(double target) {
 
 constexpr int kCounterRows = 2;  // a counter's graph
 
-// A lane's name as its title column shows it.
+// A lane's name as its title column shows it (elidedName: the column's
+// width and every frame measure it); its title keeps it whole.
 QString laneName(const TimelineWidget::Lane& lane) {
-  return lane.counter && trace::counter_in_bytes(lane.info.name) ? counterTitle(q(lane.info.name))
-                                                                 : q(lane.info.name);
+  return lane.counter && trace::counter_in_bytes(lane.info.name)
+             ? counterTitle(elidedName(lane.info.name))
+             : elidedName(lane.info.name);
 }
 
 // The store's lanes as the timeline shows them: each rank's lanes, then its
@@ -285,6 +288,17 @@ std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader
   const std::optional<trace::StringId> off_cpu = reader.find_string(trace::kOffCpuCounter);
   const double pixels_per_ns = double(std::max(1, pixels)) /
                                double(std::max<std::int64_t>(1, window.end_ns - window.start_ns));
+  // Each name as shown and its length, read once a frame: its spans share
+  // them (a name of 200,000 characters counted for each span).
+  std::unordered_map<std::uint32_t, std::pair<QString, qsizetype>> shown_names;
+  auto shown = [&](trace::StringId id) -> const std::pair<QString, qsizetype>& {
+    auto [it, added] = shown_names.try_emplace(id.value);
+    if (added) {
+      const std::string& name = reader.string(id);
+      it->second = {elidedName(name), qsizetype(utf8_characters(name))};
+    }
+    return it->second;
+  };
   for (const LaneQuery& query : queries) {
     TimelineWidget::LaneFrame lane;
     if (query.counter) {
@@ -311,9 +325,12 @@ std::shared_ptr<const TimelineWidget::Frame> queryFrame(const trace::TraceReader
     } else {
       lane.spans = std::move(spans).value();
       lane.names.reserve(lane.spans.size());
+      lane.name_chars.reserve(lane.spans.size());
       lane.colors.reserve(lane.spans.size());
       for (const trace::Span& s : lane.spans) {
-        lane.names.push_back(q(reader.string(s.name)));
+        const auto& [name, chars] = shown(s.name);
+        lane.names.push_back(name);  // drawn, and in tooltips
+        lane.name_chars.push_back(chars);
         QColor c = shade(categoryColor(s.category, s.kind), lane.names.back());
         if (s.count > 1) c = c.lighter(125);  // a fold of several narrow events
         lane.colors.push_back(c);
@@ -444,18 +461,15 @@ QString timeTickLabel(std::int64_t t, std::int64_t step) {
       .arg(QString::fromUtf8(kUnits[unit].name));
 }
 
-QString TimelineWidget::shortNameHtml(const QString& name) {
+QString TimelineWidget::shortNameHtml(const QString& name, qsizetype whole_chars) {
   // A tooltip is as tall as its text: a templated kernel's name of
   // thousands of characters pushed the event's duration and time below the
-  // screen. Past this (PyTorch's own kernels reach 700) its middle is cut;
+  // screen. Past kShownNameChars (PyTorch's own kernels reach 700) its middle is cut;
   // the Selection tab's last rows have it whole.
-  constexpr qsizetype kTipName = 1000;
-  if (name.size() <= kTipName) return name.toHtmlEscaped();
-  qsizetype head = kTipName / 2, tail = kTipName / 2;
-  if (name.at(head - 1).isHighSurrogate()) --head;  // not half a character
-  if (name.at(name.size() - tail).isLowSurrogate()) --tail;
-  return (name.left(head) + QStringLiteral(" … ") + name.right(tail)).toHtmlEscaped() +
-         tr(" <i>(%1 characters)</i>").arg(name.size());
+  const QString shown = elidedName(name);
+  const qsizetype whole = std::max(whole_chars, name.size());
+  if (shown.size() == name.size() && whole == name.size()) return name.toHtmlEscaped();
+  return shown.toHtmlEscaped() + tr(" <i>(%1 characters)</i>").arg(whole);
 }
 
 TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
@@ -1945,8 +1959,14 @@ void TimelineWidget::stepSearch(const QString& text, int delta) {
                      [](const trace::StoredEvent& a, const trace::StoredEvent& b) {
                        return a.event.start_ns < b.event.start_ns;
                      });
-    for (const trace::StoredEvent& e : out.events)
-      out.names.push_back(q(reader->string(e.event.name)));
+    // One QString a name, shared by its matches: a copy each, 8000 matches
+    // of a name of 200,000 characters held 3 GB.
+    std::unordered_map<std::uint32_t, QString> names;
+    for (const trace::StoredEvent& e : out.events) {
+      auto [it, added] = names.try_emplace(e.event.name.value);
+      if (added) it->second = q(reader->string(e.event.name));
+      out.names.push_back(it->second);
+    }
     return out;
   }).then(this, [this, text, step](Found out) {
     if (text != search_text_) return;
@@ -2153,12 +2173,12 @@ bool TimelineWidget::event(QEvent* e) {
     const QString extent = q(format_seconds(double(s.end_ns - s.start_ns) * 1e-9));
     const QString at = q(format_time_ns(s.start_ns - origin_));
     QString text =
-        s.count > 1
-            ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"
-                 "double-click or zoom in to see them")
-                  .arg(shortNameHtml(lf.names[k]), QString::number(s.count - 1),
-                       QString::number(s.count), extent, at)
-            : QStringLiteral("<b>%1</b><br>%2 at %3").arg(shortNameHtml(lf.names[k]), extent, at);
+        s.count > 1 ? tr("<b>%1</b> and %2 more<br>%3 events over %4 from %5<br>"
+                         "double-click or zoom in to see them")
+                          .arg(shortNameHtml(lf.names[k], lf.name_chars[k]),
+                               QString::number(s.count - 1), QString::number(s.count), extent, at)
+                    : QStringLiteral("<b>%1</b><br>%2 at %3")
+                          .arg(shortNameHtml(lf.names[k], lf.name_chars[k]), extent, at);
     QToolTip::showText(help->globalPos(), text, this);
     if (s.count == 1 && s.event_id != 0 && reader_) {
       // Bytes, bandwidth and correlation are not in a span: the event is

@@ -132,7 +132,9 @@ class TimelineWidget : public QWidget {
   static QColor offCpuColor() { return QColor(255, 176, 0); }
   // A name as a tooltip or a heading shows it, HTML-escaped: past 1000
   // characters its middle cut and its length given.
-  static QString shortNameHtml(const QString& name);
+  // `whole_chars`: the characters of the name in the store, where `name` is
+  // already shown elided (LaneFrame::names).
+  static QString shortNameHtml(const QString& name, qsizetype whole_chars = 0);
 
   // Zooms to the next (+1) or the previous (-1) training step, across the
   // ranks (the first key press: the step under the middle of the view);
@@ -230,7 +232,10 @@ class TimelineWidget : public QWidget {
   // One lane's answer to spans(lane, window, pixels), names resolved.
   struct LaneFrame {
     std::vector<trace::Span> spans;
-    std::vector<QString> names;  // parallel to spans
+    std::vector<QString> names;  // parallel to spans, as shown (elidedName)
+    // Parallel to spans: the characters of each name in the store, which
+    // the tooltip gives where `names` holds it elided.
+    std::vector<qsizetype> name_chars;
     std::vector<QColor> colors;  // parallel to spans, chosen on the worker thread
     // Parallel to spans where any op in view of a CPU-engine rank was off
     // CPU (kOffCpuCounter): the share of its time, 0 for the others; empty

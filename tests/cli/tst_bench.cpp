@@ -94,6 +94,9 @@ void TestBench::badArgumentsAreRefused_data() {
                                   << "--starts must be a whole number from 1";
   QTest::addRow("gui: option without its value")
       << "bench_gui" << QStringList{"--edits"} << "--edits needs a value";
+  QTest::addRow("gui: names too short to be long")
+      << "bench_gui" << QStringList{"--long-names", "40"}
+      << "--long-names must be a whole number from 41 to 100000000";
   QTest::addRow("gui: unknown option")
       << "bench_gui" << QStringList{"--only-runs"} << "unknown argument '--only-runs'";
   QTest::addRow("cupti decoder: an argument")

@@ -132,6 +132,7 @@ class TestTraceCli : public QObject {
   void rankWithoutDeviceWorkSaysSo();
   void controlCharactersInNamesAreEscaped();
   void wideAndLongNamesKeepTheColumns();
+  void namesThatReadAlikeStayBounded();
   void graphCopiesAreLaunches();
   void windowInAGapWritesNothing();
   void windowedFigures();
@@ -853,6 +854,39 @@ void TestTraceCli::kinetoCallsAndRanges() {
   QCOMPARE(calls["cudaDeviceSynchronize"], 1);
   QCOMPARE(ranges["## backward ##"], 3);
   QCOMPARE(ranges["nccl:all_reduce"], 15);
+}
+
+// Two kernels named in 200,000 characters that differ only in the middle
+// (an import's, a hostile one's): shortened, they read alike, and the table
+// showed both whole, 400,000 characters of one line. Now at most
+// kShownNameChars characters each, their start and end around " … "; the
+// JSON holds them whole.
+void TestTraceCli::namesThatReadAlikeStayBounded() {
+  QTemporaryDir dir;
+  const QString half =
+      "void cutlass::Kernel<" + QString("cutlass::gemm::GemmShape<128, 128, 32>, ").repeated(2500);
+  const QStringList names = {half + "a" + half + ">", half + "b" + half + ">"};
+  QJsonArray events;
+  for (int i = 0; i < names.size(); ++i)
+    events.append(QJsonObject{{"ph", "X"},
+                              {"name", names[i]},
+                              {"ts", 10 + 20 * i},
+                              {"dur", 5 + i},
+                              {"pid", 0},
+                              {"tid", 7},
+                              {"cat", "kernel"}});
+  const QJsonObject trace{{"traceEvents", events}, {"distributedInfo", QJsonObject{{"rank", 0}}}};
+  const Run stats = stats_of_trace(dir, QJsonDocument(trace).toJson());
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  QVERIFY2(stats.out.size() < 20'000, qPrintable(stats.out.left(2000)));
+  QCOMPARE(stats.out.count(half.left(500) + QString::fromUtf8(" … ") + half.right(499) + ">"), 2);
+  const QJsonObject json =
+      json_of(run_cli({"trace", "stats", dir.filePath("trace.cstrace"), "--json"}));
+  QStringList whole;
+  for (const QJsonValue& k : json["kernels"].toArray())
+    whole << k.toObject()["name"].toString();
+  whole.sort();
+  QCOMPARE(whole, names);
 }
 
 // A table of the first --top rows says how many there are (the text, the

@@ -21,6 +21,7 @@
 #include <sys/resource.h>
 
 #include "core/breakdown_parts.h"
+#include "core/elided_name.h"
 #include "core/format.h"
 #include "core/trace_analysis.h"
 #include "core/trace_critical_path.h"
@@ -225,8 +226,14 @@ class TestTraceExport : public QObject {
   void filePerRankRefusesARankWithNoEvent();
   void chromeTraceWarnsWhenLarge();
   void csvTables();
+  void csvFieldsReadBackWhole_data();
+  void csvFieldsReadBackWhole();
   void htmlReportIsSelfContained();
   void htmlReportCutsLongNamesByCharacter();
+  void elidedName_data();
+  void elidedName();
+  void longNamesElidedInTheReportWholeInTheData_data();
+  void longNamesElidedInTheReportWholeInTheData();
   void htmlReportSaysWhatItCovers();
   void failuresNameTheFile();
   void failedExportKeepsTheEarlierFile();
@@ -1220,6 +1227,48 @@ void TestTraceExport::chromeTraceWarnsWhenLarge() {
   QVERIFY(QString::fromStdString(report->warnings[0]).contains("export a time window"));
 }
 
+// A name in the events table reads back as it was (RFC 4180: a field with
+// a comma, a quote or a line break quoted, its quotes doubled), long or not.
+void TestTraceExport::csvFieldsReadBackWhole_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addRow("plain") << "gemm_kernel";
+  QTest::addRow("a comma") << "saxpy(double *, int)";
+  QTest::addRow("a quote inside") << R"(say "hi" twice)";
+  QTest::addRow("quotes at the ends") << R"("quoted")";
+  QTest::addRow("only a quote") << R"(")";
+  QTest::addRow("a line break") << "two\nlines";
+  QString templated = "void cutlass::Kernel<";
+  while (templated.size() < 200'000)
+    templated += R"(cutlass::gemm::GemmShape<128, 128, 32>, "tag", )";
+  QTest::addRow("200,000 characters, commas and quotes") << templated + ">";
+}
+
+void TestTraceExport::csvFieldsReadBackWhole() {
+  QFETCH(QString, name);
+  QTemporaryDir dir;
+  const std::string store = dir.filePath("names.db").toStdString();
+  {
+    auto w = std::move(TraceWriter::create(store, {})).value();
+    w->add_rank({0, "host", "CPU", 1, 0, false});
+    Event e;
+    e.lane = w->add_lane(0, LaneKind::cpu_thread, "compute");
+    e.start_ns = 1000;
+    e.end_ns = 2000;
+    e.name = w->intern(name.toStdString());
+    w->add(e);
+    QVERIFY(w->close());
+  }
+  auto r = std::move(TraceReader::open(store)).value();
+  const std::string csv = dir.filePath("events.csv").toStdString();
+  QVERIFY(export_csv(*r, nullptr, CsvTable::events, csv));
+  const std::string text = read_file(csv);
+  const std::string header = text.substr(0, text.find('\n'));
+  const std::string row = text.substr(header.size() + 1, text.size() - header.size() - 2);
+  const auto fields = csv_split(row);
+  QCOMPARE(fields.size(), csv_split(header).size());
+  QCOMPARE(QString::fromStdString(fields[6]), name);
+}
+
 void TestTraceExport::csvTables() {
   QTemporaryDir dir;
   auto r = imported(dir, {kNsys}, "saxpy.cstrace");
@@ -1380,6 +1429,145 @@ void TestTraceExport::htmlReportCutsLongNamesByCharacter() {
   for (int i = 0; i < 119; ++i)
     shown += "\xC3\xA9";
   QVERIFY(text.find("<code>" + shown + "\xE2\x80\xA6</code>") != std::string::npos);
+}
+
+// The one rule for a name shown in a table, a lane, a tooltip or a report:
+// whole up to kShownNameChars characters, else its two halves around " … ",
+// cut between characters.
+void TestTraceExport::elidedName_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<int>("chars");
+  QTest::addColumn<QString>("shown");
+  QTest::addRow("short") << "gemm" << 1000 << "gemm";
+  QTest::addRow("empty") << "" << 1000 << "";
+  QTest::addRow("as long as the room") << "abcdef" << 6 << "abcdef";
+  QTest::addRow("a character more") << "abcdefg" << 6 << "abc … efg";
+  QTest::addRow("odd room: the start one longer") << "abcdefgh" << 5 << "abc … gh";
+  QTest::addRow("two-byte characters whole")
+      << QString::fromUtf8("éééééééé") << 4 << QString::fromUtf8("éé … éé");
+  QTest::addRow("more bytes than room, no more characters")
+      << QString::fromUtf8("éééé") << 4 << QString::fromUtf8("éééé");
+  QTest::addRow("four-byte characters whole")
+      << QString::fromUtf8("🙂a🙂b🙂c🙂") << 4 << QString::fromUtf8("🙂a … c🙂");
+  const QString kernel = QStringLiteral("void k<") + QString(199990, QLatin1Char('x')) + ">(int)";
+  QTest::addRow("200,000 characters")
+      << kernel << int(cs::kShownNameChars)
+      << kernel.left(500) + QString::fromUtf8(" … ") + kernel.right(500);
+}
+
+void TestTraceExport::elidedName() {
+  QFETCH(QString, name);
+  QFETCH(int, chars);
+  QFETCH(QString, shown);
+  QCOMPARE(QString::fromStdString(cs::elided_name(name.toStdString(), std::size_t(chars))), shown);
+}
+
+// A run whose kernel, call, range, collective or stream is named in 200,000
+// characters (a heavily templated kernel, a hostile import): the HTML report
+// shows the name elided in every table (it held it whole in all but the top
+// kernels, megabytes of one word), the CSV tables and the Chrome trace hold
+// it whole, as the store does.
+void TestTraceExport::longNamesElidedInTheReportWholeInTheData_data() {
+  QTest::addColumn<QString>("named");  // which thing has the long name
+  QTest::addColumn<QString>("table");  // the CSV table that holds it whole
+  QTest::addRow("kernel") << "kernel"
+                          << "kernels";
+  QTest::addRow("CUDA API call") << "call"
+                                 << "api_calls";
+  QTest::addRow("annotation range") << "range"
+                                    << "annotations";
+  QTest::addRow("collective") << "collective"
+                              << "events";  // summed by type and size
+  QTest::addRow("stream") << "stream"
+                          << "events";
+}
+
+void TestTraceExport::longNamesElidedInTheReportWholeInTheData() {
+  QFETCH(QString, named);
+  QFETCH(QString, table);
+  std::string whole = named.toStdString() + "_cutlass_Kernel_";
+  while (whole.size() < 200'000)
+    whole += "GemmShape_128x128x32_";
+  whole += "end";
+  auto name_of = [&](const char* thing, const char* short_name) {
+    return named == QLatin1String(thing) ? whole : std::string(short_name);
+  };
+  QTemporaryDir dir;
+  const std::string store = dir.filePath("long-names.db").toStdString();
+  {
+    auto w = std::move(TraceWriter::create(store, {})).value();
+    w->add_rank({0, "host", "GPU 0", 1, 0, true});
+    const LaneId stream = w->add_lane(0, LaneKind::gpu_stream, name_of("stream", "stream 7"));
+    const LaneId thread = w->add_lane(0, LaneKind::cpu_thread, "Thread 1");
+    const LaneId nvtx = w->add_lane(0, LaneKind::annotation, "NVTX");
+    const StringId kernel = w->intern(name_of("kernel", "gemm_kernel"));
+    const StringId call = w->intern(name_of("call", "cudaLaunchKernel"));
+    const StringId range = w->intern(name_of("range", "forward"));
+    const StringId collective =
+        w->intern(name_of("collective", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+    std::int64_t t = 1'000'000;
+    for (int i = 0; i < 4; ++i) {
+      Event a;
+      a.lane = nvtx;
+      a.kind = EventKind::annotation;
+      a.category = Category::other;
+      a.start_ns = t;
+      a.end_ns = t + 100'000;
+      a.name = range;
+      w->add(a);
+      Event c;
+      c.lane = thread;
+      c.kind = EventKind::api_call;
+      c.category = Category::other;
+      c.start_ns = t + 1000;
+      c.end_ns = t + 3000;
+      c.name = call;
+      c.correlation = i + 1;
+      w->add(c);
+      Event k;
+      k.lane = stream;
+      k.start_ns = t + 5000;
+      k.end_ns = t + 50'000;
+      k.name = kernel;
+      k.correlation = i + 1;
+      w->add(k);
+      Event n;
+      n.lane = stream;
+      n.kind = EventKind::collective;
+      n.category = Category::communication;
+      n.collective = Collective::all_reduce;
+      n.dtype = DataType::fp32;
+      n.bytes = 1 << 20;
+      n.group_size = 1;
+      n.start_ns = t + 60'000;
+      n.end_ns = t + 90'000;
+      n.name = collective;
+      w->add(n);
+      t += 200'000;
+    }
+    QVERIFY(w->close());
+  }
+  auto r = std::move(TraceReader::open(store)).value();
+  auto analysis = analyze_run(*r);
+  QVERIFY2(analysis, analysis ? "" : analysis.message().c_str());
+
+  const std::string page = dir.filePath("report.html").toStdString();
+  QVERIFY(export_html_report(*r, *analysis, page));
+  const std::string html = read_file(page);
+  QVERIFY2(html.find(whole) == std::string::npos, "the report holds the whole name");
+  QVERIFY2(html.find(cs::elided_name(whole)) != std::string::npos,
+           "the report does not show the name elided");
+  QVERIFY2(html.size() < 100'000, std::to_string(html.size()).c_str());
+
+  const std::string csv = dir.filePath("table.csv").toStdString();
+  const auto which = csv_table_from_string(table.toStdString());
+  QVERIFY(which);
+  QVERIFY(export_csv(*r, &*analysis, *which, csv));
+  QVERIFY2(read_file(csv).find(whole) != std::string::npos, "the CSV table cut the name");
+
+  const std::string chrome = dir.filePath("trace.json").toStdString();
+  QVERIFY(export_chrome_trace(*r, chrome));
+  QVERIFY2(read_file(chrome).find(whole) != std::string::npos, "the Chrome trace cut the name");
 }
 
 // A report of a range, or of a damaged store, says so under its title: the

@@ -68,6 +68,7 @@
 #include "app/gui/theme.h"
 #include "app/gui/timeline_widget.h"
 #include "core/breakdown_parts.h"
+#include "core/elided_name.h"
 #include "core/format.h"
 #include "core/model_json.h"
 #include "core/presets.h"
@@ -128,6 +129,72 @@ std::optional<Plan> gpt2SmallOnH200(const PresetCatalog& catalog) {
   return plan;
 }
 
+// A name of about 200,000 characters, as a heavily templated kernel's or a
+// hostile import's: `start`, template arguments, "end".
+// Its middle holds "the_middle_of_the_name".
+std::string longName(const std::string& start) {
+  std::string name = start + "<";
+  while (name.size() < 200'000) {
+    if (name.size() >= 100'000 && name.find("the_middle") == std::string::npos)
+      name += "the_middle_of_the_name, ";
+    name += "cutlass::gemm::GemmShape<128, 128, 32>, ";
+  }
+  return name + "end>";
+}
+
+// A GPU rank whose kernel, launch call, range, NCCL kernel (of a type
+// unknown, summed by its name) and stream are each named by longName(): four
+// of each.
+bool writeLongNamesStore(const QString& path) {
+  auto created = trace::TraceWriter::create(path.toStdString(), {});
+  if (!created) return false;
+  trace::TraceWriter& w = *created.value();
+  w.add_rank({0, "host", "GPU 0", 1, 0, true});
+  const trace::LaneId stream = w.add_lane(0, trace::LaneKind::gpu_stream, longName("stream_7"));
+  const trace::LaneId thread = w.add_lane(0, trace::LaneKind::cpu_thread, "Thread 1");
+  const trace::LaneId nvtx = w.add_lane(0, trace::LaneKind::annotation, "NVTX");
+  const trace::StringId kernel = w.intern(longName("void cutlass::Kernel"));
+  const trace::StringId call = w.intern(longName("cudaLaunchKernel"));
+  const trace::StringId range = w.intern(longName("forward"));
+  const trace::StringId collective = w.intern(longName("ncclDevKernel_AllReduce_Sum_f32"));
+  std::int64_t t = 1'000'000;
+  for (int i = 0; i < 4; ++i) {
+    trace::Event a;
+    a.lane = nvtx;
+    a.kind = trace::EventKind::annotation;
+    a.category = trace::Category::other;
+    a.start_ns = t;
+    a.end_ns = t + 100'000;
+    a.name = range;
+    w.add(a);
+    trace::Event c;
+    c.lane = thread;
+    c.kind = trace::EventKind::api_call;
+    c.category = trace::Category::other;
+    c.start_ns = t + 1000;
+    c.end_ns = t + 3000;
+    c.name = call;
+    c.correlation = i + 1;
+    w.add(c);
+    trace::Event k;
+    k.lane = stream;
+    k.start_ns = t + 5000;
+    k.end_ns = t + 50'000;
+    k.name = kernel;
+    k.correlation = i + 1;
+    w.add(k);
+    trace::Event n;
+    n.lane = stream;
+    n.category = trace::Category::communication;
+    n.start_ns = t + 60'000;
+    n.end_ns = t + 90'000;
+    n.name = collective;
+    w.add(n);
+    t += 200'000;
+  }
+  return w.close().ok();
+}
+
 }  // namespace
 
 class TestGuiRun : public QObject {
@@ -148,6 +215,9 @@ class TestGuiRun : public QObject {
   void rangeCountsEventsStartingInIt();
   void zeroWidthDragSelectsNothing();
   void longNamesKeepTheTooltipOnScreen();
+  void longNamesShownElidedInTheTables_data();
+  void longNamesShownElidedInTheTables();
+  void longNamesWholeInTheDetailsAndTheData();
   void hoverTooltip();
   void tooltipSaysTimeOffCpu();
   void searchNextPrevious();
@@ -989,6 +1059,127 @@ void TestGuiRun::longNamesKeepTheTooltipOnScreen() {
   QVERIFY2(duration >= 0 && duration < 3000, qPrintable(QString::number(duration)));
   QVERIFY(details.indexOf(QString::fromStdString(name)) > duration);
   QVERIFY(details.indexOf(QString::fromStdString(lane_name)) > duration);
+}
+
+// A run whose names are 200,000 characters long opens (it took seconds,
+// each name measured whole), and each summary table shows a name elided to
+// kShownNameChars characters (core/elided_name.h), its start and its end;
+// the row keeps it whole, which the filter matches and the instances are
+// found by.
+void TestGuiRun::longNamesShownElidedInTheTables_data() {
+  QTest::addColumn<QString>("table");
+  QTest::addColumn<QString>("start");
+  QTest::addRow("kernels") << "kernels"
+                           << "void cutlass::Kernel";
+  QTest::addRow("collectives") << "collectives"
+                               << "ncclDevKernel_AllReduce_Sum_f32";
+  QTest::addRow("CUDA API calls") << "calls"
+                                  << "cudaLaunchKernel";
+  QTest::addRow("ranges") << "ranges"
+                          << "forward";
+}
+
+void TestGuiRun::longNamesShownElidedInTheTables() {
+  QFETCH(QString, table);
+  QFETCH(QString, start);
+  const QString path = dir_.filePath(QStringLiteral("long-names-tables.db"));
+  if (!QFile::exists(path)) QVERIFY(writeLongNamesStore(path));
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, path);
+  QSortFilterProxyModel* proxy = table == QLatin1String("kernels")       ? view.kernelProxy()
+                                 : table == QLatin1String("collectives") ? view.collectiveProxy()
+                                 : table == QLatin1String("calls")       ? view.apiCallTable().proxy
+                                                                         : view.rangeTable().proxy;
+  const QString whole = QString::fromStdString(longName(start.toStdString()));
+  int row = -1;
+  for (int r = 0; r < proxy->rowCount(); ++r)
+    if (proxy->index(r, 0).data(Qt::UserRole).toString() == whole) row = r;
+  QVERIFY2(row >= 0, "no row holds the whole name");
+  const QString shown = proxy->index(row, 0).data().toString();
+  QCOMPARE(shown, QString::fromStdString(elided_name(whole.toStdString())));
+  QVERIFY(shown.startsWith(start) && shown.endsWith(QStringLiteral("end>")));
+  QVERIFY(shown.size() <= qsizetype(kShownNameChars) + 3);
+  QVERIFY(!proxy->index(row, 0).data(Qt::ToolTipRole).toString().contains(whole));
+  // Filtered by text of the name's middle, which the cell leaves out.
+  const QString middle = QStringLiteral("the_middle_of_the_name");
+  QVERIFY(whole.contains(middle) && !shown.contains(middle));
+  view.filterField()->setText(middle);
+  QVERIFY(proxy->rowCount() >= 1);
+  view.filterField()->clear();
+  if (table == QLatin1String("kernels") || table == QLatin1String("collectives")) {
+    QSignalSpy instances(&view, &RunView::instancesReady);
+    if (table == QLatin1String("kernels"))
+      view.showKernelInstances(row);
+    else
+      view.showCollectiveInstances(row);
+    QTRY_COMPARE_WITH_TIMEOUT(instances.count(), 1, 30000);
+    QCOMPARE(view.instances()->rowCount(), 4);
+  }
+}
+
+// The same run: the timeline draws and tips the kernel's name elided, with
+// its length; the Selection tab's details hold it whole; the reports (HTML,
+// PDF) show it elided, the CSV tables and the Chrome trace hold it whole.
+void TestGuiRun::longNamesWholeInTheDetailsAndTheData() {
+  const QString path = dir_.filePath(QStringLiteral("long-names-details.db"));
+  QVERIFY(writeLongNamesStore(path));
+  const QString kernel = QString::fromStdString(longName("void cutlass::Kernel"));
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  openAndWait(view, path);
+  TimelineWidget* t = view.timeline();
+  const QRectF lane = t->laneRect(0);
+  const double x = t->xOf(t->fullRange().start_ns + 27'500);  // the first kernel's middle
+  QVERIFY(x > lane.left() && x < lane.right());
+  const QPoint at(int(x), int(lane.top()) + 8);
+  const QString tip = cs::gui::test::toolTipAt(t, at);
+  QVERIFY2(tip.contains(QStringLiteral("void cutlass::Kernel&lt;cutlass::gemm")),
+           qPrintable(tip.left(300)));
+  QVERIFY2(tip.contains(QStringLiteral("(%1 characters)").arg(kernel.size())),
+           qPrintable(tip.right(300)));
+  QVERIFY(tip.size() < 3 * qsizetype(kShownNameChars));
+
+  // The stream's name, in the streams' table, elided as the lane's title.
+  const QString stream = QString::fromStdString(longName("stream_7"));
+  bool stream_row = false;
+  for (int r = 0; r < view.streamTable()->rowCount(); ++r) {
+    const QTableWidgetItem* item = view.streamTable()->item(r, 1);
+    if (item && item->text() == QString::fromStdString(elided_name(stream.toStdString())))
+      stream_row = true;
+  }
+  QVERIFY2(stream_row, "no stream row shows the stream's name elided");
+
+  QSignalSpy selected(t, &TimelineWidget::eventSelected);
+  QTest::mouseClick(t, Qt::LeftButton, {}, at);
+  QTRY_COMPARE_WITH_TIMEOUT(selected.count(), 1, 30000);
+  QTRY_VERIFY_WITH_TIMEOUT(view.details()->toPlainText().contains(kernel), 10000);
+  QVERIFY(view.details()->toPlainText().contains(stream));  // the lane's whole name
+
+  auto read = [](const QString& file) {
+    QFile f(file);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+  };
+  const QByteArray whole = kernel.toUtf8();
+  const QString html = dir_.filePath(QStringLiteral("long-names.html"));
+  QVERIFY(view.exportNow(RunExport::html, html).ok());
+  const QByteArray page = read(html);
+  QVERIFY(page.contains("<h2>Timeline</h2>"));
+  QVERIFY2(!page.contains(QString(kernel).toHtmlEscaped().toUtf8()), "the report holds it whole");
+  QVERIFY2(page.size() < 500'000, QByteArray::number(page.size()).constData());
+  const QString pdf = dir_.filePath(QStringLiteral("long-names.pdf"));
+  QVERIFY(view.exportNow(RunExport::pdf, pdf).ok());
+  QVERIFY(read(pdf).startsWith("%PDF"));
+  const QString csv = dir_.filePath(QStringLiteral("long-names"));
+  QVERIFY(view.exportNow(RunExport::csv, csv).ok());
+  QVERIFY2(read(csv + QStringLiteral(".events.csv")).contains(whole), "the events table cut it");
+  QVERIFY2(read(csv + QStringLiteral(".kernels.csv")).contains(whole), "the kernels table cut it");
+  const QString chrome = dir_.filePath(QStringLiteral("long-names.json"));
+  QVERIFY(view.exportNow(RunExport::chrome_trace, chrome).ok());
+  QVERIFY2(read(chrome).contains(whole), "the Chrome trace cut it");
 }
 
 // Hovering an all-reduce: its name and duration at once, then its bytes and
