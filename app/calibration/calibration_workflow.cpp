@@ -1020,9 +1020,56 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
                    " first, or name a cluster to refine (--base)"};
     }
     if (!base) return base.error();
+    // What this host learnt before is refined, not made again from the
+    // base: learning twice with --base h200-1 (from a bf16 run, then an fp32
+    // one) replaced the copy of the first with one of the datasheet, and
+    // what the first runs taught was lost with no word.
+    std::vector<std::string> earlier;
+    if (!base_cluster.empty()) {
+      const std::string copy = plan::learnt_name(base->name, fit->host);
+      if (copy != base->name) {
+        if (auto learnt = catalog.cluster(copy)) {
+          earlier.push_back(copy + ", this host's copy of " + base->name + ", learnt before");
+          base = std::move(learnt);
+        }
+      }
+      // Its GPU and link as last learnt (another cluster of the same GPU
+      // refined them since, or the copy is first made now).
+      if (base->gpu) {
+        if (const GpuSpec* gpu = catalog.find_gpu(plan::learnt_name(base->gpu->name, fit->host));
+            gpu && gpu->name != base->gpu->name) {
+          earlier.push_back("GPU " + gpu->name + ", this host's copy of " + base->gpu->name +
+                            ", learnt before");
+          base->gpu = *gpu;
+        } else if (gpu) {
+          base->gpu = *gpu;
+        }
+      }
+      if (!base->intra_node.name.empty()) {
+        if (const Link* link =
+                catalog.find_link(plan::learnt_name(base->intra_node.name, fit->host));
+            link && link->name != base->intra_node.name) {
+          earlier.push_back("link " + link->name + ", this host's copy of " +
+                            base->intra_node.name + ", learnt before");
+          base->intra_node = *link;
+        } else if (link) {
+          base->intra_node = *link;
+        }
+      }
+    }
     auto refined = refine_cluster_from(*base, stores, out.runs, std::move(fit));
     if (!refined) return refined.error();
     out = std::move(refined).value();
+    if (!earlier.empty()) {
+      std::string list;
+      for (const std::string& e : earlier)
+        list += (list.empty() ? "" : "; ") + e;
+      out.fit.notes.push_back("refined what this host learnt before (" + list +
+                              "), not the preset " + base_cluster +
+                              " afresh: remove the host's copies from its presets file to learn "
+                              "from " +
+                              base_cluster + " again");
+    }
     if (save) {
       const fs::path dir = presets_dir_or_default(presets_dir);
       if (dir.empty())
