@@ -372,6 +372,8 @@ class TestCalibration : public QObject {
   void learnsFromTheGemmKernelsOfTheH200Run();
   void learningAShippedClusterSavesAHostsCopy();
   void learningTheSameBaseAgainKeepsWhatWasLearnt();
+  void ncclTestsLinkNameIsCheckedFirst_data();
+  void ncclTestsLinkNameIsCheckedFirst();
   void learntNames_data();
   void learntNames();
   void storeWithNothingToFitWritesNoPreset();
@@ -2653,6 +2655,38 @@ void TestCalibration::ncclTestsDoubtfulLogsAreSaid() {
               presets);
   QVERIFY2(r.err.contains("warning: the logs' times do not follow one latency and bandwidth"),
            qPrintable(r.err + r.out));
+}
+
+// The link's name is its preset's and its file's, checked by the presets'
+// rules before the logs are fitted: "a/b" made the folder "a" in the presets
+// folder, fitted, and only then was refused ("the presets would not load"),
+// the folder left behind.
+void TestCalibration::ncclTestsLinkNameIsCheckedFirst_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<QString>("message");
+  QTest::addRow("a slash") << "a/b"
+                           << "--link-name a/b: /name: must not hold \"/\"";
+  QTest::addRow("a folder up") << "../up"
+                               << "--link-name ../up: /name: must not hold \"/\"";
+  QTest::addRow("a tab") << "a\tb"
+                         << "/name: must not hold control characters";
+}
+
+void TestCalibration::ncclTestsLinkNameIsCheckedFirst() {
+  QFETCH(QString, name);
+  QFETCH(QString, message);
+  const QString work =
+      dir_.filePath("nccl-link-name-" + QString(QTest::currentDataTag()).replace(' ', '-'));
+  const QString presets = work + "/presets";
+  QDir().mkpath(presets);
+  const Run r = run_cli({"calibrate", "--nccl-tests", fixture("all_reduce_perf_1x8_h100.log"),
+                         "--link-name", name, "--link-type", "nvlink"},
+                        presets, work);
+  QCOMPARE(r.exit_code, 2);
+  QVERIFY2(r.err.contains(message) && r.err.count('\n') == 1, qPrintable(r.err));
+  QVERIFY2(!r.out.contains("link inside a node"), qPrintable(r.out));  // not fitted
+  QCOMPARE(QDir(presets).entryList(QDir::AllEntries | QDir::NoDotAndDotDot), QStringList{});
+  QCOMPARE(QDir(work).entryList(QDir::AllEntries | QDir::NoDotAndDotDot), QStringList{"presets"});
 }
 
 void TestCalibration::ncclTestsCommandSavesALinkPreset() {
