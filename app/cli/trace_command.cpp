@@ -1182,7 +1182,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   if (a.prediction) {
     const PredictionComparison& p = *a.prediction;
     if (again && !o.plan_file.empty()) {
-      std::cout << "\nPredicted from the plan in " << o.plan_file << " ("
+      std::cout << "\nPredicted from the plan in " << document_name(o.plan_file) << " ("
                 << again->workload.value_or("?") << " on " << again->cluster.value_or("?") << ")"
                 << (r->meta(std::string(kPredictedStepMetaKey)) ? ", not as the run recorded it"
                                                                 : "")

@@ -171,6 +171,7 @@ class TestProfileCommand : public QObject {
   void gathersTheStoreOfOneProcess();
   void severalStoresAreMerged();
   void thePlansPredictionGoesIntoTheStore();
+  void aPlanOnStandardInputIsNamedSo();
   void theStepsMarkedAreSaid();
   void unreadableStoresAreKept();
   void refusesAPartsDirectoryInUse();
@@ -707,6 +708,30 @@ void TestProfileCommand::thePlansPredictionGoesIntoTheStore() {
   QVERIFY2(refused.err.contains("bad.json"), qPrintable(refused.err));
   QVERIFY(!QFile::exists(ran));
   QVERIFY(!QFile::exists(tmp.filePath("bad.db")));
+}
+
+// A plan read from standard input (--plan -) is named so where the plan is
+// said, in `profile` and in `trace stats --plan`: they said "(-)" and "the
+// plan in -".
+void TestProfileCommand::aPlanOnStandardInputIsNamedSo() {
+  QTemporaryDir tmp;
+  QVERIFY(make_rank_stores(tmp));
+  const QByteArray plan = R"({"cluster": "h200-1", "workload": "gpt2-small",
+              "parallel": {"dp": 1, "micro_batch": 8, "global_batch": 8},
+              "precision": {"compute": "bf16"}})";
+  const QString out = tmp.filePath("run.db");
+  const Run r = cs::test::run_cli(
+      {"profile", "--out", out, "--plan", "-", "--", "sh", "-c",
+       "cp \"$TMPDIR/made-rank0.db\" \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid1.db\""},
+      {{}, with_tmp(tmp), 60000, plan});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.err.contains(" on One H200 (a single-GPU machine) (standard input)\n"),
+           qPrintable(r.err));
+  const Run stats =
+      cs::test::run_cli({"trace", "stats", out, "--plan", "-"}, {{}, with_tmp(tmp), 60000, plan});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  QVERIFY2(stats.out.contains("Predicted from the plan in standard input (GPT-2 124M on "),
+           qPrintable(stats.out));
 }
 
 // The steps a profiled program marked (NVTX ranges named step N, which the
