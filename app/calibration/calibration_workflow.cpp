@@ -1414,6 +1414,16 @@ std::optional<std::string> why_not_predictable(const trace::TraceReader& store) 
   return std::nullopt;
 }
 
+std::optional<std::string> why_no_plan_holds(const trace::TraceReader& store) {
+  // Held against a plan, its sweeps of every configuration read as one step
+  // of the plan's (the plan's step 99 % short of them), where
+  // --predict-again refused it.
+  if (store.meta(kCalibrationMetaKey))
+    return "a calibration store (the sweeps of its configurations), not a run of a plan: no plan "
+           "can be held against it";
+  return std::nullopt;
+}
+
 Result<trace::PredictedStep> predict_recorded_run(const PresetCatalog& catalog,
                                                   const trace::TraceReader& store,
                                                   const std::string& cluster_name) {

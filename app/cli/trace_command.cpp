@@ -677,6 +677,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     again = take(calib::predict_recorded_run(ctx.catalog(), *r, o.cluster));
     options.prediction = again;
   } else if (!o.plan_file.empty()) {
+    if (auto why = calib::why_no_plan_holds(*r)) throw CliError(r->path() + ": " + *why);
     again =
         plan_file_prediction(ctx.catalog(), o.plan_file, static_cast<int>(r->ranks().size())).step;
     options.prediction = again;

@@ -1537,6 +1537,22 @@ void TestTraceCli::runHeldAgainstAPlanOfTheUsers() {
   const Run sized = run_cli({"trace", "stats", store, "--plan", two});
   QVERIFY2(sized.exit_code == 0 && sized.out.contains("  " + mismatch), qPrintable(sized.out));
 
+  // A calibration store ran sweeps, not a plan's steps: refused, as
+  // --predict-again refuses it (its sweeps were held against the plan as one
+  // step, the plan's step 99 % short of them).
+  const QString calibration = writable_store(dir, "gpu/worker-bf16.db", "calibration.db");
+  QVERIFY(!calibration.isEmpty());
+  QVERIFY(set_meta(calibration, "calibration",
+                   R"({"engine": "cuda", "host": "vm", "device": "NVIDIA H200", "phases": [)"
+                   R"({"first_rank": 0, "precision": "bf16", "ranks": 1, "threads": 0}]})"));
+  const Run sweeps = run_cli({"trace", "stats", calibration, "--plan", plan});
+  QVERIFY2(sweeps.exit_code == 1 &&
+               sweeps.err.contains(calibration +
+                                   ": a calibration store (the sweeps of its configurations), "
+                                   "not a run of a plan: no plan can be held against it"),
+           qPrintable(sweeps.err));
+  QVERIFY(sweeps.out.isEmpty());
+
   // One prediction at a time, of whole steps; a plan that cannot be read is named.
   const Run both = run_cli({"trace", "stats", store, "--plan", plan, "--predict-again"});
   QVERIFY2(both.exit_code == 2 &&
