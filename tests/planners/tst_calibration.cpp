@@ -1874,6 +1874,12 @@ void TestCalibration::ncclTestsFitsTheTier() {
   QVERIFY(!mixed);
   QVERIFY2(QString::fromStdString(mixed.message()).contains("fit one tier's logs together"),
            mixed.message().c_str());
+  // The log of one host named second: "8 ranks on 1 host" (it read "1 hosts").
+  auto reversed = cs::plan::fit_nccl_tests({*two, *log});
+  QVERIFY(!reversed);
+  QVERIFY2(QString::fromStdString(reversed.message()).contains(": 8 ranks on 1 host, but ") &&
+               QString::fromStdString(reversed.message()).contains(" has 16 on 2: "),
+           reversed.message().c_str());
 }
 
 // A count of wrong values past an int is as many as an int counts: std::stoi
