@@ -1259,8 +1259,11 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
                     " measures this layout)");
   }
   if (plan.cluster.total_gpus() < p.world_size()) {
-    return Error{"cluster " + predicted_on + " has " + std::to_string(plan.cluster.total_gpus()) +
-                 " devices, the run " + std::to_string(p.world_size()) + " ranks"};
+    const int devices = plan.cluster.total_gpus();
+    return Error{"cluster " + predicted_on + " has " + std::to_string(devices) +
+                 (devices == 1 ? " device" : " devices") + ", the run " +
+                 std::to_string(p.world_size()) + " ranks: predict it on a cluster of " +
+                 std::to_string(p.world_size()) + " devices or more"};
   }
   // A calibration that did not sweep the run's precision has no rate for it
   // (it read "the CPU has no bf16 path", which it has).

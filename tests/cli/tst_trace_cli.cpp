@@ -114,6 +114,7 @@ class TestTraceCli : public QObject {
   void importInfoStats();
   void unreadablePredictionLeavesTheFigures();
   void runHeldAgainstAPlanOfTheUsers();
+  void predictedAgainOnAClusterTooSmall();
   void launchStatisticsAreKernelLaunches();
   void apiCallsAsNsightSumsThem();
   void copiesAndRangesAsNsightSumsThem();
@@ -1486,6 +1487,21 @@ void TestTraceCli::pytorchStreamSyncs() {
   QFile chrome(dir.filePath("c.json"));
   QVERIFY(chrome.open(QIODevice::ReadOnly));
   QVERIFY(chrome.readAll().contains(R"("cat":"cuda_sync","name":"Stream Sync")"));
+}
+
+// A run predicted again on a cluster named that cannot hold its ranks is
+// refused, in words that say what would do ("1 devices" named nothing to
+// change).
+void TestTraceCli::predictedAgainOnAClusterTooSmall() {
+  QTemporaryDir dir;
+  const QString store = writable_store(dir, "cpu/cpu-engine-dp2.db", "dp2.db");
+  QVERIFY(!store.isEmpty());
+  const Run r = run_cli({"trace", "stats", store, "--predict-again", "--cluster", "h200-1"});
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("cluster h200-1 has 1 device, the run 2 ranks: predict it on a cluster "
+                          "of 2 devices or more"),
+           qPrintable(r.err));
+  QVERIFY(r.out.isEmpty());
 }
 
 // `trace stats --plan`: a run that records no prediction (the GPU check's
