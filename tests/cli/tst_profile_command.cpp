@@ -152,6 +152,8 @@ class TestProfileCommand : public QObject {
  private slots:
   void init();
   void nothingTracedIsSaidPlainly();
+  void keepPartsMadeForNothingIsRemoved_data();
+  void keepPartsMadeForNothingIsRemoved();
   void exitStatusPassesThrough_data();
   void exitStatusPassesThrough();
   void commandRunsWithTheInjection_data();
@@ -208,6 +210,34 @@ void TestProfileCommand::nothingTracedIsSaidPlainly() {
            qPrintable(r.err));
   QVERIFY(!QFile::exists(out));
   QCOMPARE(entries(tmp.path()), QStringList());  // the temporary parts directory is gone
+}
+
+// --keep-parts names a folder, made if missing: where nothing was traced
+// (no CUDA process, a command that could not start) the folders it made are
+// removed again, not left behind empty; one that was there stays.
+void TestProfileCommand::keepPartsMadeForNothingIsRemoved_data() {
+  QTest::addColumn<QStringList>("command");
+  QTest::addRow("no CUDA process") << QStringList{"/bin/true"};
+  QTest::addRow("a command not found") << QStringList{"/nonexistent/program"};
+}
+
+void TestProfileCommand::keepPartsMadeForNothingIsRemoved() {
+  QFETCH(QStringList, command);
+  if (!have_tracer()) QSKIP("built without the CUDA toolkit: profile starts nothing");
+  QTemporaryDir tmp;
+  const QString out = tmp.filePath("run.db");
+  Run r = profile(QStringList{"--out", out, "--keep-parts", tmp.filePath("made/parts/")} +
+                      QStringList{"--"} + command,
+                  with_tmp(tmp));
+  QVERIFY2(r.exit_code != 0, qPrintable(r.err));
+  QCOMPARE(entries(tmp.path()), QStringList());
+  // A folder that was there is the user's: left, empty or not.
+  QVERIFY(QDir().mkpath(tmp.filePath("mine")));
+  r = profile(
+      QStringList{"--out", out, "--keep-parts", tmp.filePath("mine")} + QStringList{"--"} + command,
+      with_tmp(tmp));
+  QVERIFY2(r.exit_code != 0, qPrintable(r.err));
+  QCOMPARE(entries(tmp.path()), QStringList{"mine"});
 }
 
 void TestProfileCommand::exitStatusPassesThrough_data() {
