@@ -121,4 +121,9 @@ ClusterTotals totals(const Cluster& cluster) {
   return t;
 }
 
+bool calibrated_without(const GpuSpec& gpu, Precision p) {
+  return gpu.architecture == "cpu" && gpu.name.starts_with("calibrated-") && gpu.peak.of(p) <= 0 &&
+         (p == Precision::fp32 || p == Precision::tf32 || p == Precision::bf16);
+}
+
 }  // namespace cs

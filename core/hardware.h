@@ -148,6 +148,13 @@ struct GpuSpec {
   std::string source;  // where the figures come from
 };
 
+// A calibration of the CPU engine (clusterscope calibrate: "calibrated-..."
+// of architecture "cpu") that did not sweep `p`, a precision the engine
+// computes in (fp32, tf32 run as fp32, bf16): its preset gives no rate for
+// `p`, but the device has the path, and `calibrate --precisions` measures it.
+// Errors say so, not "has no bf16 path".
+bool calibrated_without(const GpuSpec& gpu, Precision p);
+
 enum class LinkKind { nvlink, pcie, infiniband, roce, ethernet, infinity_fabric, shared_memory };
 std::string_view to_string(LinkKind kind);
 std::optional<LinkKind> link_kind_from_string(std::string_view text);

@@ -1124,8 +1124,13 @@ bool check_rules(const Machine& m, const Model& x, const Knobs& k, const Names* 
   }
   if (m.peak_of(k.compute) <= 0) {
     if (!fail("/precision/compute", [&] {
-          return gpu + " has no " + std::string(to_string(k.compute)) +
-                 " path (its peak is 0 in the GPU preset)";
+          const std::string wanted(to_string(k.compute));
+          if (names && std::find(names->calibrated_without.begin(), names->calibrated_without.end(),
+                                 k.compute) != names->calibrated_without.end()) {
+            return gpu + " was calibrated without " + wanted + " (its preset gives no " + wanted +
+                   " rate): calibrate again with --precisions " + wanted + " to measure it";
+          }
+          return gpu + " has no " + wanted + " path (its peak is 0 in the GPU preset)";
         }))
       return false;
   }

@@ -188,6 +188,9 @@ LayerCosts layer_costs(const Machine& m, const Model& x, const Knobs& k);
 struct Names {
   std::string gpu;    // "NVIDIA A100 SXM4 80GB"
   std::string model;  // "GPT-3 175B"
+  // Precisions a calibration of the CPU engine did not sweep (core's
+  // calibrated_without): the device has the path, its preset no rate.
+  std::vector<Precision> calibrated_without;
 };
 
 // True when every rule passes. With `problems`, collects every broken rule

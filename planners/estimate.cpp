@@ -22,6 +22,9 @@ detail::Names names_of(const Plan& plan) {
   detail::Names names;
   if (plan.cluster.gpu) {
     names.gpu = shown_name(*plan.cluster.gpu);
+    for (Precision p : {Precision::fp32, Precision::tf32, Precision::bf16}) {
+      if (calibrated_without(*plan.cluster.gpu, p)) names.calibrated_without.push_back(p);
+    }
   }
   names.model = shown_name(plan.workload);
   return names;

@@ -313,9 +313,9 @@ Result<NetworkFit> fit_nccl_tests(const std::vector<NcclTestsLog>& logs,
   for (const NcclTestsLog& l : logs) {
     if (l.hosts.size() != nodes || l.ranks != ranks) {
       return Error{l.file + ": " + std::to_string(l.ranks) + " ranks on " +
-                   std::to_string(l.hosts.size()) + " hosts, but " + logs.front().file + " has " +
-                   std::to_string(ranks) + " on " + std::to_string(nodes) +
-                   ": fit one tier's logs together"};
+                   std::to_string(l.hosts.size()) + (l.hosts.size() == 1 ? " host" : " hosts") +
+                   ", but " + logs.front().file + " has " + std::to_string(ranks) + " on " +
+                   std::to_string(nodes) + ": fit one tier's logs together"};
     }
     if (l.ranks < 2) return Error{l.file + ": one rank moves no data between ranks"};
   }

@@ -299,6 +299,12 @@ Result<SearchResult> search(const Cluster& cluster, const Workload& workload,
     if (cluster.gpu->peak.of(p) <= 0) {
       const std::string gpu = shown_name(*cluster.gpu);
       const std::string name(to_string(p));
+      if (calibrated_without(*cluster.gpu, p)) {
+        return Error{"search: the " + gpu + " was calibrated without " + name +
+                     " (its preset gives no " + name +
+                     " rate): calibrate again with --precisions " + name +
+                     " to measure it, or search other precisions"};
+      }
       return Error{"search: the " + gpu + " has no " + name + " path (its preset gives no " +
                    name + " rate, peak_tflops." + name + "): no plan can compute in " + name};
     }

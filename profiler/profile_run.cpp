@@ -462,7 +462,24 @@ Result<ProfileOutcome> run_profiled(const ProfileRequest& request) {
 
   ProfileOutcome outcome;
   std::error_code error;
+  // The folders --keep-parts made, the deepest first: removed again while
+  // they hold nothing (no process was traced, the command did not start),
+  // where they were left behind, empty.
+  std::vector<fs::path> made;
+  auto remove_made_if_empty = [&made] {
+    std::error_code ignored;
+    for (const fs::path& dir : made) {
+      if (!fs::is_empty(dir, ignored) || !fs::remove(dir, ignored)) break;
+    }
+  };
   if (!request.keep_parts.empty()) {
+    for (fs::path dir = fs::absolute(request.keep_parts, error).lexically_normal();
+         !error && !dir.empty() && !fs::exists(dir, error) && dir != dir.parent_path();
+         dir = dir.parent_path()) {
+      if (dir.filename().empty()) continue;  // "parts/": the same folder
+      made.push_back(dir);
+    }
+    error.clear();
     fs::create_directories(request.keep_parts, error);
     if (error) return Error{"cannot create " + request.keep_parts + ": " + error.message()};
     if (!find_process_stores(request.keep_parts).empty()) {
@@ -503,6 +520,7 @@ Result<ProfileOutcome> run_profiled(const ProfileRequest& request) {
   auto ended = run_command(request.command, set, request.wait);
   if (!ended) {
     if (!outcome.parts_kept) fs::remove_all(outcome.parts_dir, error);
+    remove_made_if_empty();
     return ended.error();
   }
   outcome.status = ended->status;
@@ -566,6 +584,9 @@ Result<ProfileOutcome> run_profiled(const ProfileRequest& request) {
                             " is kept: it is not empty, and processes left running may write "
                             "there still; remove it once they have ended");
   }
+  // Not while processes run on (--wait primary): they may write there yet.
+  if (outcome.parts.empty() && outcome.still_written.empty() && outcome.left_running.empty())
+    remove_made_if_empty();
   return outcome;
 }
 

@@ -1020,9 +1020,56 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
                    " first, or name a cluster to refine (--base)"};
     }
     if (!base) return base.error();
+    // What this host learnt before is refined, not made again from the
+    // base: learning twice with --base h200-1 (from a bf16 run, then an fp32
+    // one) replaced the copy of the first with one of the datasheet, and
+    // what the first runs taught was lost with no word.
+    std::vector<std::string> earlier;
+    if (!base_cluster.empty()) {
+      const std::string copy = plan::learnt_name(base->name, fit->host);
+      if (copy != base->name) {
+        if (auto learnt = catalog.cluster(copy)) {
+          earlier.push_back(copy + ", this host's copy of " + base->name + ", learnt before");
+          base = std::move(learnt);
+        }
+      }
+      // Its GPU and link as last learnt (another cluster of the same GPU
+      // refined them since, or the copy is first made now).
+      if (base->gpu) {
+        if (const GpuSpec* gpu = catalog.find_gpu(plan::learnt_name(base->gpu->name, fit->host));
+            gpu && gpu->name != base->gpu->name) {
+          earlier.push_back("GPU " + gpu->name + ", this host's copy of " + base->gpu->name +
+                            ", learnt before");
+          base->gpu = *gpu;
+        } else if (gpu) {
+          base->gpu = *gpu;
+        }
+      }
+      if (!base->intra_node.name.empty()) {
+        if (const Link* link =
+                catalog.find_link(plan::learnt_name(base->intra_node.name, fit->host));
+            link && link->name != base->intra_node.name) {
+          earlier.push_back("link " + link->name + ", this host's copy of " +
+                            base->intra_node.name + ", learnt before");
+          base->intra_node = *link;
+        } else if (link) {
+          base->intra_node = *link;
+        }
+      }
+    }
     auto refined = refine_cluster_from(*base, stores, out.runs, std::move(fit));
     if (!refined) return refined.error();
     out = std::move(refined).value();
+    if (!earlier.empty()) {
+      std::string list;
+      for (const std::string& e : earlier)
+        list += (list.empty() ? "" : "; ") + e;
+      out.fit.notes.push_back("refined what this host learnt before (" + list +
+                              "), not the preset " + base_cluster +
+                              " afresh: remove the host's copies from its presets file to learn "
+                              "from " +
+                              base_cluster + " again");
+    }
     if (save) {
       const fs::path dir = presets_dir_or_default(presets_dir);
       if (dir.empty())
@@ -1212,8 +1259,11 @@ Result<trace::PredictedStep> predict_trained(const PresetCatalog& catalog, Plan 
                     " measures this layout)");
   }
   if (plan.cluster.total_gpus() < p.world_size()) {
-    return Error{"cluster " + predicted_on + " has " + std::to_string(plan.cluster.total_gpus()) +
-                 " devices, the run " + std::to_string(p.world_size()) + " ranks"};
+    const int devices = plan.cluster.total_gpus();
+    return Error{"cluster " + predicted_on + " has " + std::to_string(devices) +
+                 (devices == 1 ? " device" : " devices") + ", the run " +
+                 std::to_string(p.world_size()) + " ranks: predict it on a cluster of " +
+                 std::to_string(p.world_size()) + " devices or more"};
   }
   // A calibration that did not sweep the run's precision has no rate for it
   // (it read "the CPU has no bf16 path", which it has).
@@ -1364,6 +1414,16 @@ std::optional<std::string> why_not_predictable(const trace::TraceReader& store) 
     return "not a training run of the ClusterScope engines (it holds no plan to predict again: "
            "an imported trace or a sweep)";
   }
+  return std::nullopt;
+}
+
+std::optional<std::string> why_no_plan_holds(const trace::TraceReader& store) {
+  // Held against a plan, its sweeps of every configuration read as one step
+  // of the plan's (the plan's step 99 % short of them), where
+  // --predict-again refused it.
+  if (store.meta(kCalibrationMetaKey))
+    return "a calibration store (the sweeps of its configurations), not a run of a plan: no plan "
+           "can be held against it";
   return std::nullopt;
 }
 

@@ -268,6 +268,12 @@ std::string plan_size_note(const Plan& plan, int ranks);
 // imported one); nothing when predict_recorded_run can try.
 std::optional<std::string> why_not_predictable(const trace::TraceReader& store);
 
+// Why no plan of the user's can be held against `store` (trace stats --plan,
+// the app's Predict with the current plan): a calibration store, whose
+// configurations ran sweeps, not the steps of a plan. Nothing when one can
+// (a run, a profile, an import).
+std::optional<std::string> why_no_plan_holds(const trace::TraceReader& store);
+
 // The prediction of a recorded run made now, with the presets at hand, as
 // predict_run makes it for a run about to start: the run's plan (meta
 // "plan_json"; a worker started by hand leaves only "parallel" and

@@ -402,6 +402,19 @@ void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
                    ": a shipped link preset has that name: give the measured link its own (say " +
                    o.link_name + "-measured)");
   }
+  // The name is the preset's and its file's, read back by the presets'
+  // rules: refused here, not after the logs were fitted (a name with "/"
+  // made a folder in the presets folder, then the preset was not saved).
+  if (!o.no_save) {
+    Link named;
+    named.name = o.link_name;
+    named.display_name = "--link-name";  // the name's errors said once, not for this too
+    named.kind = *kind;
+    named.bandwidth = 1e9;  // bytes per second: any the rules take
+    named.efficiency = 1;
+    if (auto read = link_from_json(to_json(named), "--link-name " + o.link_name); !read)
+      throw UsageError(read.message());
+  }
   std::optional<Link> intra;
   if (!o.intra.empty()) {
     const Link* l = ctx.catalog().find_link(o.intra);

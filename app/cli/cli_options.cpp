@@ -547,10 +547,16 @@ Plan PlanOptions::resolve(const PresetCatalog& catalog, const ClusterOptions& cl
       if (plan.cluster.gpu->peak.of(q) > 0)
         has += (has.empty() ? "" : ", ") + std::string(to_string(q));
     }
-    throw UsageError("--precision: the " + shown_name(*plan.cluster.gpu) + " has no " +
-                     std::string(to_string(plan.precision.compute)) +
-                     " path, the precision a plan takes when none is given: give one it has (" +
-                     has + ")");
+    const std::string wanted(to_string(plan.precision.compute));
+    throw UsageError("--precision: the " + shown_name(*plan.cluster.gpu) +
+                     (calibrated_without(*plan.cluster.gpu, plan.precision.compute)
+                          ? " was calibrated without " + wanted
+                          : " has no " + wanted + " path") +
+                     ", the precision a plan takes when none is given: give one it has (" + has +
+                     ")" +
+                     (calibrated_without(*plan.cluster.gpu, plan.precision.compute)
+                          ? ", or calibrate again with --precisions " + wanted + " to measure it"
+                          : ""));
   }
   if (fp32_main_grad) {
     if (plan.precision.inference) throw CliError("--fp32-main-grad applies to training plans only");

@@ -70,7 +70,7 @@ void run(const ProfileOptions& o, Context& ctx) {
     std::cerr << "clusterscope: note: the planner predicts "
               << format_seconds(predicted.step_seconds) << " per step for "
               << predicted.workload.value_or("?") << " on " << predicted.cluster.value_or("?")
-              << " (" << o.plan_file << ")\n";
+              << " (" << document_name(o.plan_file) << ")\n";
   }
   // Said before the command runs, not after (a long job ran to its end and
   // only then heard that nothing could be traced).

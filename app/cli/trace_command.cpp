@@ -680,6 +680,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
     again = take(calib::predict_recorded_run(ctx.catalog(), *r, o.cluster));
     options.prediction = again;
   } else if (!o.plan_file.empty()) {
+    if (auto why = calib::why_no_plan_holds(*r)) throw CliError(r->path() + ": " + *why);
     again =
         plan_file_prediction(ctx.catalog(), o.plan_file, static_cast<int>(r->ranks().size())).step;
     options.prediction = again;
@@ -1185,7 +1186,7 @@ void print_stats(const StatsOptions& o, Context& ctx, const std::unique_ptr<Trac
   if (a.prediction) {
     const PredictionComparison& p = *a.prediction;
     if (again && !o.plan_file.empty()) {
-      std::cout << "\nPredicted from the plan in " << o.plan_file << " ("
+      std::cout << "\nPredicted from the plan in " << document_name(o.plan_file) << " ("
                 << again->workload.value_or("?") << " on " << again->cluster.value_or("?") << ")"
                 << (r->meta(std::string(kPredictedStepMetaKey)) ? ", not as the run recorded it"
                                                                 : "")

@@ -981,7 +981,9 @@ void RunView::predictAgain() {
 
 void RunView::predictWithPlan(const Plan& plan, const QString& name) {
   predictWith(
-      [plan, source = name.toStdString()](const trace::TraceReader& reader) {
+      [plan, source = name.toStdString()](
+          const trace::TraceReader& reader) -> Result<trace::PredictedStep> {
+        if (auto why = calib::why_no_plan_holds(reader)) return Error{*why};
         return calib::predict_plan(plan, source, static_cast<int>(reader.ranks().size()));
       },
       name);

@@ -666,6 +666,7 @@ Status RunsPanel::profileCommand(const QStringList& command) {
       QStringLiteral("profile-%1.db")
           .arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"))));
   QStringList arguments{QStringLiteral("profile"), QStringLiteral("--out"), store};
+  QString plan_written;  // removed again when no store comes beside it
   if (profile_plan_->isChecked()) {
     // The plan beside the store, as a run's (and a record of what the run
     // was held against).
@@ -674,7 +675,8 @@ Status RunsPanel::profileCommand(const QStringList& command) {
     const std::string plan_file = launch::run_store_stem(store.toStdString()) + ".plan.json";
     if (Status written = write_json_file(plan_file, to_json(plan.value())); !written)
       return fail(q(written.message()));
-    arguments << QStringLiteral("--plan") << q(plan_file);
+    plan_written = q(plan_file);
+    arguments << QStringLiteral("--plan") << plan_written;
   }
   if (profile_capture_range_->isChecked())
     arguments << QStringLiteral("--capture-range") << QStringLiteral("cudaProfilerApi");
@@ -684,7 +686,7 @@ Status RunsPanel::profileCommand(const QStringList& command) {
   // can end them all, where the command outlives clusterscope profile.
   profiler_->setChildProcessModifier([] { ::setpgid(0, 0); });
   const QString title = QFileInfo(command.front()).fileName();
-  connect(profiler_, &QProcess::finished, this, [this, store, title](int code) {
+  connect(profiler_, &QProcess::finished, this, [this, store, title, plan_written](int code) {
     const QString output = QString::fromLocal8Bit(profiler_->readAll());
     profiler_->deleteLater();
     profiler_ = nullptr;
@@ -694,6 +696,10 @@ Status RunsPanel::profileCommand(const QStringList& command) {
     cancel_button_->setEnabled(running());
     if (!running()) eta_->clear();
     const bool written = QFileInfo::exists(store);
+    // The plan is a record of what the store was held against: with no
+    // store it records nothing, and was left behind at every try (a machine
+    // without a GPU, a command that ran no CUDA).
+    if (!written && !plan_written.isEmpty()) QFile::remove(plan_written);
     report_->setPlainText(
         (written ? tr("Profiled %1 (exit status %2).\n").arg(title, QString::number(code))
                  : tr("Profiling %1 wrote no run store (exit status %2).\n")

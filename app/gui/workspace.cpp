@@ -89,7 +89,58 @@ Workspace::Workspace(QObject* parent) : QObject(parent) {
   autosave_timer_.setSingleShot(true);
   autosave_timer_.setInterval(2000);
   connect(&autosave_timer_, &QTimer::timeout, this, &Workspace::autosaveNow);
+  presets_changed_.setSingleShot(true);
+  presets_changed_.setInterval(300);
+  connect(&presets_changed_, &QTimer::timeout, this, [this] {
+    watchUserPresets();  // a file added or replaced (saved by renaming) is watched anew
+    // Read again only when a preset file changed: the folder watched may
+    // be one where other files come and go (its parent, before it is made).
+    const QStringList now = userPresetsFingerprint();
+    if (now == presets_fingerprint_) return;
+    presets_fingerprint_ = now;
+    reloadPresets();
+  });
+  connect(&presets_watcher_, &QFileSystemWatcher::directoryChanged, &presets_changed_,
+          qOverload<>(&QTimer::start));
+  connect(&presets_watcher_, &QFileSystemWatcher::fileChanged, &presets_changed_,
+          qOverload<>(&QTimer::start));
+  watchUserPresets();
+  presets_fingerprint_ = userPresetsFingerprint();
   claimAutosaveSlot();
+}
+
+QStringList Workspace::userPresetsFingerprint() const {
+  QStringList out;
+  const std::filesystem::path dir = user_presets_dir();
+  if (dir.empty()) return out;
+  for (const QFileInfo& f :
+       QDir(QString::fromStdString(dir.string()))
+           .entryInfoList({QStringLiteral("*.json")}, QDir::Files, QDir::Name)) {
+    out << f.fileName() + QLatin1Char('|') + QString::number(f.size()) + QLatin1Char('|') +
+               QString::number(f.lastModified().toMSecsSinceEpoch()) + QLatin1Char('|') +
+               QString::number(f.metadataChangeTime().toMSecsSinceEpoch());
+  }
+  return out;
+}
+
+void Workspace::watchUserPresets() {
+  const std::filesystem::path dir = user_presets_dir();
+  if (dir.empty()) return;
+  if (!presets_watcher_.files().isEmpty()) presets_watcher_.removePaths(presets_watcher_.files());
+  if (!presets_watcher_.directories().isEmpty())
+    presets_watcher_.removePaths(presets_watcher_.directories());
+  const QString folder = QString::fromStdString(dir.string());
+  if (QFileInfo(folder).isDir()) {
+    presets_watcher_.addPath(folder);
+    QStringList files;
+    for (const QFileInfo& f : QDir(folder).entryInfoList({QStringLiteral("*.json")}, QDir::Files))
+      files << f.absoluteFilePath();
+    if (!files.isEmpty()) presets_watcher_.addPaths(files);
+  } else {
+    // Not made yet (a first calibration makes it): its parent, if there.
+    const QString parent = QFileInfo(folder).absolutePath();
+    if (QFileInfo(parent).isDir()) presets_watcher_.addPath(parent);
+  }
 }
 
 bool Workspace::reloadPresets() {
@@ -101,6 +152,7 @@ bool Workspace::reloadPresets() {
     return false;
   }
   catalog_ = std::move(loaded).value();
+  presets_fingerprint_ = userPresetsFingerprint();
   presets_error_.clear();
   user_presets_error_.clear();  // the user's files read, this time
   emit presetsChanged();

@@ -5,6 +5,7 @@
 // project file (new, open, save, save as), recent files, and autosave with
 // crash recovery. Views read project() and change it only through edit().
 
+#include <QFileSystemWatcher>
 #include <QObject>
 #include <QString>
 #include <QStringList>
@@ -90,7 +91,9 @@ class Workspace : public QObject {
 
  signals:
   void projectChanged();  // after every edit, undo, redo, new, open and recovery
-  void presetsChanged();  // reloadPresets read them again
+  // reloadPresets read them again (a calibration in the app, or a file of the
+  // user's presets folder changed from outside it)
+  void presetsChanged();
   // Before projectChanged, for a new, opened or recovered project: the
   // pinned plans are the new project's (project().pinned).
   void projectReplaced();
@@ -107,6 +110,12 @@ class Workspace : public QObject {
   void removeRecentFile(const QString& path);
   void scheduleAutosave();
   void claimAutosaveSlot();
+  // Watches the user's presets folder (or the folder it is to be made in)
+  // and its files: a preset saved from outside the app (clusterscope
+  // calibrate, an editor) is read again, as the app's own calibrations are.
+  void watchUserPresets();
+  // The user's preset files as they stand (names, sizes, times).
+  QStringList userPresetsFingerprint() const;
 
   PresetCatalog catalog_;
   QString presets_error_;
@@ -117,6 +126,9 @@ class Workspace : public QObject {
   bool records_unsaved_ = false;
   QString path_;
   QTimer autosave_timer_;
+  QFileSystemWatcher presets_watcher_;
+  QTimer presets_changed_;           // a moment after the last change: a save is several
+  QStringList presets_fingerprint_;  // as last read
   std::unique_ptr<QLockFile> session_lock_;
   QString autosave_path_;
   QString recovery_path_;

@@ -152,6 +152,8 @@ class TestProfileCommand : public QObject {
  private slots:
   void init();
   void nothingTracedIsSaidPlainly();
+  void keepPartsMadeForNothingIsRemoved_data();
+  void keepPartsMadeForNothingIsRemoved();
   void exitStatusPassesThrough_data();
   void exitStatusPassesThrough();
   void commandRunsWithTheInjection_data();
@@ -171,6 +173,7 @@ class TestProfileCommand : public QObject {
   void gathersTheStoreOfOneProcess();
   void severalStoresAreMerged();
   void thePlansPredictionGoesIntoTheStore();
+  void aPlanOnStandardInputIsNamedSo();
   void theStepsMarkedAreSaid();
   void unreadableStoresAreKept();
   void refusesAPartsDirectoryInUse();
@@ -207,6 +210,34 @@ void TestProfileCommand::nothingTracedIsSaidPlainly() {
            qPrintable(r.err));
   QVERIFY(!QFile::exists(out));
   QCOMPARE(entries(tmp.path()), QStringList());  // the temporary parts directory is gone
+}
+
+// --keep-parts names a folder, made if missing: where nothing was traced
+// (no CUDA process, a command that could not start) the folders it made are
+// removed again, not left behind empty; one that was there stays.
+void TestProfileCommand::keepPartsMadeForNothingIsRemoved_data() {
+  QTest::addColumn<QStringList>("command");
+  QTest::addRow("no CUDA process") << QStringList{"/bin/true"};
+  QTest::addRow("a command not found") << QStringList{"/nonexistent/program"};
+}
+
+void TestProfileCommand::keepPartsMadeForNothingIsRemoved() {
+  QFETCH(QStringList, command);
+  if (!have_tracer()) QSKIP("built without the CUDA toolkit: profile starts nothing");
+  QTemporaryDir tmp;
+  const QString out = tmp.filePath("run.db");
+  Run r = profile(QStringList{"--out", out, "--keep-parts", tmp.filePath("made/parts/")} +
+                      QStringList{"--"} + command,
+                  with_tmp(tmp));
+  QVERIFY2(r.exit_code != 0, qPrintable(r.err));
+  QCOMPARE(entries(tmp.path()), QStringList());
+  // A folder that was there is the user's: left, empty or not.
+  QVERIFY(QDir().mkpath(tmp.filePath("mine")));
+  r = profile(
+      QStringList{"--out", out, "--keep-parts", tmp.filePath("mine")} + QStringList{"--"} + command,
+      with_tmp(tmp));
+  QVERIFY2(r.exit_code != 0, qPrintable(r.err));
+  QCOMPARE(entries(tmp.path()), QStringList{"mine"});
 }
 
 void TestProfileCommand::exitStatusPassesThrough_data() {
@@ -707,6 +738,30 @@ void TestProfileCommand::thePlansPredictionGoesIntoTheStore() {
   QVERIFY2(refused.err.contains("bad.json"), qPrintable(refused.err));
   QVERIFY(!QFile::exists(ran));
   QVERIFY(!QFile::exists(tmp.filePath("bad.db")));
+}
+
+// A plan read from standard input (--plan -) is named so where the plan is
+// said, in `profile` and in `trace stats --plan`: they said "(-)" and "the
+// plan in -".
+void TestProfileCommand::aPlanOnStandardInputIsNamedSo() {
+  QTemporaryDir tmp;
+  QVERIFY(make_rank_stores(tmp));
+  const QByteArray plan = R"({"cluster": "h200-1", "workload": "gpt2-small",
+              "parallel": {"dp": 1, "micro_batch": 8, "global_batch": 8},
+              "precision": {"compute": "bf16"}})";
+  const QString out = tmp.filePath("run.db");
+  const Run r = cs::test::run_cli(
+      {"profile", "--out", out, "--plan", "-", "--", "sh", "-c",
+       "cp \"$TMPDIR/made-rank0.db\" \"$CLUSTERSCOPE_PROFILE_DIR/rank0-pid1.db\""},
+      {{}, with_tmp(tmp), 60000, plan});
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.err.contains(" on One H200 (a single-GPU machine) (standard input)\n"),
+           qPrintable(r.err));
+  const Run stats =
+      cs::test::run_cli({"trace", "stats", out, "--plan", "-"}, {{}, with_tmp(tmp), 60000, plan});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  QVERIFY2(stats.out.contains("Predicted from the plan in standard input (GPT-2 124M on "),
+           qPrintable(stats.out));
 }
 
 // The steps a profiled program marked (NVTX ranges named step N, which the

@@ -114,6 +114,7 @@ class TestTraceCli : public QObject {
   void importInfoStats();
   void unreadablePredictionLeavesTheFigures();
   void runHeldAgainstAPlanOfTheUsers();
+  void predictedAgainOnAClusterTooSmall();
   void launchStatisticsAreKernelLaunches();
   void apiCallsAsNsightSumsThem();
   void copiesAndRangesAsNsightSumsThem();
@@ -1522,6 +1523,21 @@ void TestTraceCli::pytorchStreamSyncs() {
   QVERIFY(chrome.readAll().contains(R"("cat":"cuda_sync","name":"Stream Sync")"));
 }
 
+// A run predicted again on a cluster named that cannot hold its ranks is
+// refused, in words that say what would do ("1 devices" named nothing to
+// change).
+void TestTraceCli::predictedAgainOnAClusterTooSmall() {
+  QTemporaryDir dir;
+  const QString store = writable_store(dir, "cpu/cpu-engine-dp2.db", "dp2.db");
+  QVERIFY(!store.isEmpty());
+  const Run r = run_cli({"trace", "stats", store, "--predict-again", "--cluster", "h200-1"});
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("cluster h200-1 has 1 device, the run 2 ranks: predict it on a cluster "
+                          "of 2 devices or more"),
+           qPrintable(r.err));
+  QVERIFY(r.out.isEmpty());
+}
+
 // `trace stats --plan`: a run that records no prediction (the GPU check's
 // worker run, a profiled program of the user's own) held against the
 // planner's prediction of the plan the user names: the step the planner gives
@@ -1570,6 +1586,22 @@ void TestTraceCli::runHeldAgainstAPlanOfTheUsers() {
   const QString mismatch = "the plan runs on 2 GPUs (dp x tp x pp), the run has 1 rank";
   const Run sized = run_cli({"trace", "stats", store, "--plan", two});
   QVERIFY2(sized.exit_code == 0 && sized.out.contains("  " + mismatch), qPrintable(sized.out));
+
+  // A calibration store ran sweeps, not a plan's steps: refused, as
+  // --predict-again refuses it (its sweeps were held against the plan as one
+  // step, the plan's step 99 % short of them).
+  const QString calibration = writable_store(dir, "gpu/worker-bf16.db", "calibration.db");
+  QVERIFY(!calibration.isEmpty());
+  QVERIFY(set_meta(calibration, "calibration",
+                   R"({"engine": "cuda", "host": "vm", "device": "NVIDIA H200", "phases": [)"
+                   R"({"first_rank": 0, "precision": "bf16", "ranks": 1, "threads": 0}]})"));
+  const Run sweeps = run_cli({"trace", "stats", calibration, "--plan", plan});
+  QVERIFY2(sweeps.exit_code == 1 &&
+               sweeps.err.contains(calibration +
+                                   ": a calibration store (the sweeps of its configurations), "
+                                   "not a run of a plan: no plan can be held against it"),
+           qPrintable(sweeps.err));
+  QVERIFY(sweeps.out.isEmpty());
 
   // One prediction at a time, of whole steps; a plan that cannot be read is named.
   const Run both = run_cli({"trace", "stats", store, "--plan", plan, "--predict-again"});

@@ -27,6 +27,7 @@
 #include "app/gui/main_window.h"
 #include "app/gui/workspace.h"
 #include "tests/gui/gui_test_support.h"
+#include "tests/process_run.h"
 
 class TestGuiCalibration : public QObject {
   Q_OBJECT
@@ -44,6 +45,7 @@ class TestGuiCalibration : public QObject {
   void learnsFromRuns();
   void mainWindowOpensThePanel();
   void calibratedPresetsAreOfferedAtOnce();
+  void presetsSavedOutsideTheAppAreOffered();
   void closingTheWindowAsksFirst();
   void mainWindowLearnsFromTheOpenRun();
 
@@ -462,6 +464,45 @@ void TestGuiCalibration::calibratedPresetsAreOfferedAtOnce() {
   QVERIFY(designer->applyPreset(name));
   QCOMPARE(QString::fromStdString(window.workspace()->project().current_cluster()->display_name),
            QStringLiteral("Reloaded"));
+}
+
+// Presets saved from outside the app while it runs (clusterscope calibrate
+// in a terminal, the CLI being how most calibrate) are read again and
+// offered in Cluster ▸ Load a preset, as the app's own calibrations are;
+// also where the presets folder is made by that first calibration. They
+// were offered only once the app was started again.
+void TestGuiCalibration::presetsSavedOutsideTheAppAreOffered() {
+  const QByteArray before = qgetenv("CLUSTERSCOPE_USER_PRESETS");
+  auto restore = qScopeGuard([&] { qputenv("CLUSTERSCOPE_USER_PRESETS", before); });
+  const QString presets = dir_.filePath("outside/presets");  // not made yet
+  qputenv("CLUSTERSCOPE_USER_PRESETS", presets.toUtf8());
+  QVERIFY(QDir().mkpath(dir_.filePath("outside")));
+  cs::gui::MainWindow window;
+  QVERIFY(window.workspace()->newProject());
+  auto* designer = window.findChild<cs::gui::ClusterDesigner*>();
+  QVERIFY(designer);
+  const QString name = QStringLiteral("h200-1-learnt-vm");
+  QCOMPARE(designer->presetBox()->findData(name), -1);
+
+  // What a user runs beside the app: learning from the H200's run.
+  const QString run = dir_.filePath("outside/worker-bf16.db");
+  QVERIFY(QFile::copy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"), run));
+  QFile(run).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  const cs::test::ProcessRun learnt =
+      cs::test::run_cli({"calibrate", "--learn", run, "--base", "h200-1"});
+  QVERIFY2(learnt.exit_code == 0, qPrintable(learnt.err));
+  QVERIFY(QFile::exists(presets + "/calibrated-vm-cuda.json"));
+  QTRY_VERIFY_WITH_TIMEOUT(designer->presetBox()->findData(name) > 0, 20000);
+  QVERIFY(window.workspace()->catalog().cluster(name.toStdString()).ok());
+
+  // Another saved into the folder now there: offered too.
+  const cs::test::ProcessRun linked =
+      cs::test::run_cli({"calibrate", "--nccl-tests",
+                         QStringLiteral(CS_DATA_DIR "/nccl-tests/all_reduce_perf_1x8_h100.log"),
+                         "--link-name", "nvl-measured", "--link-type", "nvlink"});
+  QVERIFY2(linked.exit_code == 0, qPrintable(linked.err));
+  QTRY_VERIFY_WITH_TIMEOUT(window.workspace()->catalog().find_link("nvl-measured") != nullptr,
+                           20000);
 }
 
 // The window closed during a calibration asks first: the sweep stopped

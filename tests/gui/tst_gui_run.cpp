@@ -616,6 +616,24 @@ void TestGuiRun::unpredictableStoreSaysWhy() {
   QTRY_COMPARE_WITH_TIMEOUT(predicted.count(), 1, 30000);
   QVERIFY2(predicted.front().at(1).toString().contains(why),
            qPrintable(predicted.front().at(1).toString()));
+  // Held against the current plan: a trace of the user's own program is what
+  // that is for; a calibration's sweeps are no step of any plan, and are
+  // refused as trace stats --plan refuses them (they were held against it,
+  // every configuration's sweeps as one step).
+  auto catalog = PresetCatalog::load_default();
+  QVERIFY2(catalog, catalog ? "" : catalog.message().c_str());
+  const std::optional<Plan> plan = gpt2SmallOnH200(*catalog);
+  QVERIFY(plan);
+  view.predictWithPlan(*plan, QStringLiteral("the current plan, p"));
+  QTRY_COMPARE_WITH_TIMEOUT(predicted.count(), 2, 30000);
+  const QString held = predicted.back().at(1).toString();
+  if (calibration) {
+    QVERIFY2(held.contains(QStringLiteral("a calibration store (the sweeps of its configurations), "
+                                          "not a run of a plan: no plan can be held against it")),
+             qPrintable(held));
+  } else {
+    QVERIFY2(held.isEmpty(), qPrintable(held));
+  }
 }
 
 void TestGuiRun::predictedLaneDrawsThePlanPredicted() {

@@ -143,6 +143,7 @@ class TestGuiRuns : public QObject {
   void ranksPastTheCoresWarnedBeforeLaunch();
   void slurmJobFromTheApp();
   void profileACommand();
+  void profilingThatWritesNoStoreLeavesNoPlan();
   void cancelAProfiledCommand();
   void profiledCommandEndingKeepsTheRunsCancel();
   void closingTheWindowStopsAProfiledCommand_data();
@@ -601,6 +602,28 @@ void TestGuiRuns::profileACommand() {
   auto reader = cs::trace::TraceReader::open(predicted_store.toStdString());
   QVERIFY2(reader, reader ? "" : reader.message().c_str());
   QVERIFY((*reader)->meta("predicted_step"));
+}
+
+// Predicted with the current plan, a profile that writes no run store (no
+// CUDA process traced) leaves no plan behind: the plan beside the store,
+// written before the command runs, was left at every such try.
+void TestGuiRuns::profilingThatWritesNoStoreLeavesNoPlan() {
+  RunsPanel* panel = window_->runsPanel();
+  const QString folder = dir_.filePath(QStringLiteral("profile-no-store"));
+  panel->folderField()->setText(folder);
+  auto* predict = panel->findChild<QCheckBox*>(QStringLiteral("runs_profile_plan"));
+  QVERIFY(predict);
+  predict->setChecked(true);
+  QSignalSpy finished(panel, &RunsPanel::profileFinished);
+  QVERIFY(panel->profileCommand({QStringLiteral("/bin/true")}).ok());
+  // Written before the command runs, for clusterscope profile --plan.
+  QCOMPARE(QDir(folder).entryList({QStringLiteral("*.plan.json")}, QDir::Files).size(), 1);
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+  QVERIFY2(finished.front().at(0).toString().isEmpty(),
+           qPrintable(finished.front().at(1).toString()));
+  QVERIFY2(finished.front().at(1).toString().contains(QStringLiteral("the planner predicts")),
+           qPrintable(finished.front().at(1).toString()));
+  QCOMPARE(QDir(folder).entryList(QDir::AllEntries | QDir::NoDotAndDotDot), QStringList{});
 }
 
 // A profiled command that does not end is stopped from the panel: Cancel is

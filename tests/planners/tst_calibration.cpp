@@ -371,6 +371,9 @@ class TestCalibration : public QObject {
   void calibratedOnTheH200PredictsItsRuns();
   void learnsFromTheGemmKernelsOfTheH200Run();
   void learningAShippedClusterSavesAHostsCopy();
+  void learningTheSameBaseAgainKeepsWhatWasLearnt();
+  void ncclTestsLinkNameIsCheckedFirst_data();
+  void ncclTestsLinkNameIsCheckedFirst();
   void learntNames_data();
   void learntNames();
   void storeWithNothingToFitWritesNoPreset();
@@ -1871,6 +1874,12 @@ void TestCalibration::ncclTestsFitsTheTier() {
   QVERIFY(!mixed);
   QVERIFY2(QString::fromStdString(mixed.message()).contains("fit one tier's logs together"),
            mixed.message().c_str());
+  // The log of one host named second: "8 ranks on 1 host" (it read "1 hosts").
+  auto reversed = cs::plan::fit_nccl_tests({*two, *log});
+  QVERIFY(!reversed);
+  QVERIFY2(QString::fromStdString(reversed.message()).contains(": 8 ranks on 1 host, but ") &&
+               QString::fromStdString(reversed.message()).contains(" has 16 on 2: "),
+           reversed.message().c_str());
 }
 
 // A count of wrong values past an int is as many as an int counts: std::stoi
@@ -2652,6 +2661,38 @@ void TestCalibration::ncclTestsDoubtfulLogsAreSaid() {
               presets);
   QVERIFY2(r.err.contains("warning: the logs' times do not follow one latency and bandwidth"),
            qPrintable(r.err + r.out));
+}
+
+// The link's name is its preset's and its file's, checked by the presets'
+// rules before the logs are fitted: "a/b" made the folder "a" in the presets
+// folder, fitted, and only then was refused ("the presets would not load"),
+// the folder left behind.
+void TestCalibration::ncclTestsLinkNameIsCheckedFirst_data() {
+  QTest::addColumn<QString>("name");
+  QTest::addColumn<QString>("message");
+  QTest::addRow("a slash") << "a/b"
+                           << "--link-name a/b: /name: must not hold \"/\"";
+  QTest::addRow("a folder up") << "../up"
+                               << "--link-name ../up: /name: must not hold \"/\"";
+  QTest::addRow("a tab") << "a\tb"
+                         << "/name: must not hold control characters";
+}
+
+void TestCalibration::ncclTestsLinkNameIsCheckedFirst() {
+  QFETCH(QString, name);
+  QFETCH(QString, message);
+  const QString work =
+      dir_.filePath("nccl-link-name-" + QString(QTest::currentDataTag()).replace(' ', '-'));
+  const QString presets = work + "/presets";
+  QDir().mkpath(presets);
+  const Run r = run_cli({"calibrate", "--nccl-tests", fixture("all_reduce_perf_1x8_h100.log"),
+                         "--link-name", name, "--link-type", "nvlink"},
+                        presets, work);
+  QCOMPARE(r.exit_code, 2);
+  QVERIFY2(r.err.contains(message) && r.err.count('\n') == 1, qPrintable(r.err));
+  QVERIFY2(!r.out.contains("link inside a node"), qPrintable(r.out));  // not fitted
+  QCOMPARE(QDir(presets).entryList(QDir::AllEntries | QDir::NoDotAndDotDot), QStringList{});
+  QCOMPARE(QDir(work).entryList(QDir::AllEntries | QDir::NoDotAndDotDot), QStringList{"presets"});
 }
 
 void TestCalibration::ncclTestsCommandSavesALinkPreset() {
@@ -4040,6 +4081,63 @@ void TestCalibration::learningAShippedClusterSavesAHostsCopy() {
            qPrintable(r.err));
   QVERIFY(!QFile::exists(presets + "/calibrated-node8-cuda.json"));
   r = run_cli({"presets", "gpus"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+}
+
+// Learning again with the same shipped base (--base h200-1, the cluster the
+// runs ran on, as the error without --base asks) refines the host's copy
+// learnt before: made again from the datasheet, it lost what the first runs
+// taught (a bf16 run's GEMM efficiency went back to the datasheet's when an
+// fp32 run was learnt next), with no word.
+void TestCalibration::learningTheSameBaseAgainKeepsWhatWasLearnt() {
+  const QString work = dir_.filePath("h200-learn-again");
+  const QString presets = work + "/presets";
+  QDir().mkpath(presets);
+  const QString bf16 = work + "/worker-bf16.db";
+  const QString copied = copy_h200_run_with_operand_bytes(bf16);
+  QVERIFY2(copied.isEmpty(), qPrintable(copied));
+  const QString fp32 = work + "/worker-fp32.db";
+  QVERIFY(QFile::copy(CS_DATA_DIR "/gpu/worker-fp32.db", fp32));
+  QFile(fp32).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  auto saved_gpu = [&]() -> QJsonObject {
+    QFile file(presets + "/calibrated-vm-cuda.json");
+    if (!file.open(QIODevice::ReadOnly)) return {};
+    for (const QJsonValue& v : QJsonDocument::fromJson(file.readAll()).array()) {
+      if (v.toObject()["kind"].toString() == "gpu") return v.toObject();
+    }
+    return {};
+  };
+  const double datasheet_gemm_max = 0.69;  // h200's, resources/presets/gpus.json
+
+  Run r = run_cli({"calibrate", "--learn", bf16, "--base", "h200-1"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(!r.out.contains("learnt before"), qPrintable(r.out));
+  const QJsonObject first = saved_gpu()["efficiency"].toObject();
+  QCOMPARE(saved_gpu()["name"].toString(), QString("h200-learnt-vm"));
+  const double bf16_learnt = first["gemm_max"].toDouble();
+  QVERIFY2(std::abs(bf16_learnt - datasheet_gemm_max) > 0.05,
+           qPrintable(QString::number(bf16_learnt)));
+
+  // The same base again, with a run of another precision: the copy is
+  // refined, its bf16 figure kept beside the fp32 one learnt now.
+  r = run_cli({"calibrate", "--learn", fp32, "--base", "h200-1"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("(refines h200-1-learnt-vm)"), qPrintable(r.out));
+  QVERIFY2(r.out.contains("note: refined what this host learnt before (h200-1-learnt-vm, this "
+                          "host's copy of h200-1, learnt before), not the preset h200-1 afresh"),
+           qPrintable(r.out));
+  const QJsonObject second = saved_gpu()["efficiency"].toObject();
+  QCOMPARE(second["gemm_max"].toDouble(), bf16_learnt);
+  QVERIFY(second["gemm_max_by_precision"].toObject()["fp32"].toDouble() > 0);
+
+  // A copy of another cluster of the same GPU starts from the GPU as this
+  // host learnt it, not from the datasheet's.
+  r = run_cli({"calibrate", "--learn", fp32, "--base", "hgx-h200-8"}, presets, work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QVERIFY2(r.out.contains("GPU h200-learnt-vm, this host's copy of h200, learnt before"),
+           qPrintable(r.out));
+  QCOMPARE(saved_gpu()["efficiency"].toObject()["gemm_max"].toDouble(), bf16_learnt);
+  r = run_cli({"validate", presets + "/calibrated-vm-cuda.json"}, presets, work);
   QVERIFY2(r.exit_code == 0, qPrintable(r.err));
 }
 

@@ -2,6 +2,7 @@
 // documented --json keys, the readable breakdown, plan documents with flags
 // over them, and the one-line errors that name the control to change.
 
+#include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -57,6 +58,8 @@ class TestPlanCli : public QObject {
   void planText();
   void planErrors_data();
   void planErrors();
+  void precisionACalibrationDidNotSweep_data();
+  void precisionACalibrationDidNotSweep();
   void seedZeroExample_data();
   void seedZeroExample();
   void planDocument();
@@ -273,6 +276,65 @@ void TestPlanCli::planText() {
   QVERIFY2(serving.out.contains("scale 0.00509804, zero point -30; 0.3 -> 29 -> 0.300784 "
                                 "(error 0.000784314)"),
            qPrintable(serving.out));
+}
+
+// A calibration of the CPU engine that swept fp32 alone (calibrate
+// --precisions fp32) gives no bf16 rate; the engine computes in bf16 all the
+// same. plan and search said "has no bf16 path", as of a V100, and named no
+// way to the rate; they say the calibration left it out, and how to measure
+// it. A precision the engine has no path for is said as before.
+void TestPlanCli::precisionACalibrationDidNotSweep_data() {
+  QTest::addColumn<QStringList>("args");
+  QTest::addColumn<int>("code");
+  QTest::addColumn<QString>("stderr_has");
+  const QStringList plan = {"plan", "--cluster", "calibrated-box-cpu2", "--model", "gpt2-small",
+                            "--dp", "2"};
+  QTest::addRow("plan, bf16 taken when none is given")
+      << plan << 2
+      << "--precision: the CPU-engine rank (1 of 2 on box) was calibrated without bf16, the "
+         "precision a plan takes when none is given: give one it has (fp32, tf32), or calibrate "
+         "again with --precisions bf16 to measure it";
+  QTest::addRow("plan, bf16 asked for")
+      << plan + QStringList{"--precision", "bf16"} << 1
+      << "/precision/compute: CPU-engine rank (1 of 2 on box) was calibrated without bf16 (its "
+         "preset gives no bf16 rate): calibrate again with --precisions bf16 to measure it";
+  QTest::addRow("search, bf16 asked for")
+      << QStringList{"search",         "--cluster", "calibrated-box-cpu2", "--model", "gpt2-small",
+                     "--global-batch", "4",         "--precision",         "bf16"}
+      << 1
+      << "search: the CPU-engine rank (1 of 2 on box) was calibrated without bf16 (its preset "
+         "gives no bf16 rate): calibrate again with --precisions bf16 to measure it";
+  QTest::addRow("plan, fp16, which the engine does not run")
+      << plan + QStringList{"--precision", "fp16"} << 1
+      << "/precision/compute: CPU-engine rank (1 of 2 on box) has no fp16 path";
+  QTest::addRow("plan, fp32, calibrated") << plan + QStringList{"--precision", "fp32"} << 0 << "";
+}
+
+void TestPlanCli::precisionACalibrationDidNotSweep() {
+  QFETCH(QStringList, args);
+  QFETCH(int, code);
+  QFETCH(QString, stderr_has);
+  QTemporaryDir presets;
+  QVERIFY(presets.isValid());
+  QFile file(presets.filePath("calibrated-box-cpu.json"));
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  // What `clusterscope calibrate --ranks 2 --precisions fp32` saves, in short.
+  file.write(R"json([{"kind": "gpu", "name": "calibrated-box-cpu2",
+    "display_name": "CPU-engine rank (1 of 2 on box)", "vendor": "CPU", "architecture": "cpu",
+    "memory_gib": 8, "memory_bandwidth_gb_s": 16,
+    "peak_tflops": {"fp32": 0.03, "tf32": 0.03, "bf16": 0, "fp16": 0, "fp8": 0, "int8": 0},
+    "source": "clusterscope calibrate on box"},
+   {"kind": "cluster", "name": "calibrated-box-cpu2",
+    "display_name": "This machine, CPU engine, 2 ranks (calibrated)", "nodes": 1,
+    "gpus_per_node": 2, "gpu": "calibrated-box-cpu2", "intra_node": "pcie4",
+    "source": "clusterscope calibrate on box"}])json");
+  file.close();
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("CLUSTERSCOPE_USER_PRESETS", presets.path());
+  const Run r = run_cli(args, {{}, env});
+  QVERIFY2(r.exit_code == code, qPrintable(QString::number(r.exit_code) + ": " + r.err));
+  QVERIFY2(r.err.contains(stderr_has), qPrintable(r.err));
+  if (code != 0) QVERIFY2(!r.err.contains(" has no bf16 path"), qPrintable(r.err));
 }
 
 void TestPlanCli::planErrors_data() {
