@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/made_folders.h"
 #include "core/trace_merge.h"
 #include "core/trace_store.h"
 #include "core/trace_writer.h"
@@ -462,25 +463,12 @@ Result<ProfileOutcome> run_profiled(const ProfileRequest& request) {
 
   ProfileOutcome outcome;
   std::error_code error;
-  // The folders --keep-parts made, the deepest first: removed again while
-  // they hold nothing (no process was traced, the command did not start),
-  // where they were left behind, empty.
-  std::vector<fs::path> made;
-  auto remove_made_if_empty = [&made] {
-    std::error_code ignored;
-    for (const fs::path& dir : made) {
-      if (!fs::is_empty(dir, ignored) || !fs::remove(dir, ignored)) break;
-    }
-  };
+  // The folders --keep-parts made: removed again while they hold nothing
+  // (no process was traced, the command did not start), where they were
+  // left behind, empty.
+  MadeFolders made;
   if (!request.keep_parts.empty()) {
-    for (fs::path dir = fs::absolute(request.keep_parts, error).lexically_normal();
-         !error && !dir.empty() && !fs::exists(dir, error) && dir != dir.parent_path();
-         dir = dir.parent_path()) {
-      if (dir.filename().empty()) continue;  // "parts/": the same folder
-      made.push_back(dir);
-    }
-    error.clear();
-    fs::create_directories(request.keep_parts, error);
+    error = made.make(request.keep_parts);
     if (error) return Error{"cannot create " + request.keep_parts + ": " + error.message()};
     if (!find_process_stores(request.keep_parts).empty()) {
       return Error{request.keep_parts +
@@ -520,7 +508,7 @@ Result<ProfileOutcome> run_profiled(const ProfileRequest& request) {
   auto ended = run_command(request.command, set, request.wait);
   if (!ended) {
     if (!outcome.parts_kept) fs::remove_all(outcome.parts_dir, error);
-    remove_made_if_empty();
+    made.remove_empty();
     return ended.error();
   }
   outcome.status = ended->status;
@@ -586,7 +574,7 @@ Result<ProfileOutcome> run_profiled(const ProfileRequest& request) {
   }
   // Not while processes run on (--wait primary): they may write there yet.
   if (outcome.parts.empty() && outcome.still_written.empty() && outcome.left_running.empty())
-    remove_made_if_empty();
+    made.remove_empty();
   return outcome;
 }
 

@@ -4,9 +4,9 @@
 // to it are made first, as `run --out` makes them, so that every output
 // flag behaves alike.
 
-#include <filesystem>
 #include <string>
-#include <vector>
+
+#include "core/made_folders.h"
 
 namespace cs::cli {
 
@@ -26,7 +26,7 @@ class OutputFolder {
   OutputFolder& operator=(const OutputFolder&) = delete;
 
  private:
-  std::vector<std::filesystem::path> made_;  // outermost first
+  MadeFolders made_;
 };
 
 }  // namespace cs::cli

@@ -862,10 +862,15 @@ void TestProfileCommand::outIsCheckedBeforeTheCommandRuns() {
                           "/runs (" + notes.fileName() + " is a file, not a folder)"),
            qPrintable(r.err));
   QVERIFY(!r.out.contains("RAN"));
-  r = profile({"--out", tmp.filePath("runs/today/run.db"), "--", "true"}, with_tmp(tmp));
+  // Made before the command runs; removed again, empty, where it traced
+  // nothing (no CUDA process here), as a refused command's are.
+  r = profile({"--out", tmp.filePath("runs/today/run.db"), "--", "sh", "-c",
+               "test -d " + tmp.filePath("runs/today") + " && echo MADE"},
+              with_tmp(tmp));
   QVERIFY2(!r.err.contains("does not exist") && !r.err.contains("cannot create"),
            qPrintable(r.err));
-  QVERIFY(QFileInfo(tmp.filePath("runs/today")).isDir());
+  QVERIFY2(r.out.contains("MADE"), qPrintable(r.out + r.err));
+  QVERIFY(!QFileInfo::exists(tmp.filePath("runs")));
   r = profile({"--out", notes.fileName(), "--", "sh", "-c", "echo RAN"}, with_tmp(tmp));
   QCOMPARE(r.exit_code, 1);
   QVERIFY2(r.err.contains(notes.fileName() + ": is a file that is not a trace store"),
