@@ -208,6 +208,7 @@ RunsPanel::RunsPanel(Workspace* workspace, QWidget* parent)
          "run view holds the run against it part by part (clusterscope profile --plan; mark "
          "the program's steps with NVTX ranges named step N)"));
   profile_button_ = new QPushButton(tr("Profile a command"), this);
+  profile_button_->setObjectName(QStringLiteral("runs_profile"));
   profile_row->addWidget(profile_command_, 1);
   profile_row->addWidget(profile_plan_);
   profile_row->addWidget(profile_capture_range_);
@@ -654,9 +655,14 @@ Status RunsPanel::profileCommand(const QStringList& command) {
   };
   if (command.isEmpty()) return fail(tr("no command given"));
   if (profiler_) return fail(tr("a command is being profiled"));
-  QString program = QCoreApplication::applicationDirPath() + QStringLiteral("/clusterscope");
-  if (!QFileInfo(program).isExecutable())
-    program = QStandardPaths::findExecutable(QStringLiteral("clusterscope"));
+  // CLUSTERSCOPE_CLI names the program to run, as it is (a build of the CLI
+  // elsewhere); else the one beside the app, else on PATH.
+  QString program = qEnvironmentVariable("CLUSTERSCOPE_CLI");
+  if (program.isEmpty()) {
+    program = QCoreApplication::applicationDirPath() + QStringLiteral("/clusterscope");
+    if (!QFileInfo(program).isExecutable())
+      program = QStandardPaths::findExecutable(QStringLiteral("clusterscope"));
+  }
   if (program.isEmpty())
     return fail(tr("the clusterscope program was not found beside this one or on PATH"));
   const QString folder = folder_->text();
@@ -686,8 +692,8 @@ Status RunsPanel::profileCommand(const QStringList& command) {
   // can end them all, where the command outlives clusterscope profile.
   profiler_->setChildProcessModifier([] { ::setpgid(0, 0); });
   const QString title = QFileInfo(command.front()).fileName();
-  connect(profiler_, &QProcess::finished, this, [this, store, title, plan_written](int code) {
-    const QString output = QString::fromLocal8Bit(profiler_->readAll());
+  // The panel back to idle, after the process ended or could not start.
+  auto ended = [this] {
     profiler_->deleteLater();
     profiler_ = nullptr;
     profile_button_->setEnabled(true);
@@ -695,25 +701,42 @@ Status RunsPanel::profileCommand(const QStringList& command) {
     // button went off, and the run could not be stopped from the panel.
     cancel_button_->setEnabled(running());
     if (!running()) eta_->clear();
-    const bool written = QFileInfo::exists(store);
-    // The plan is a record of what the store was held against: with no
-    // store it records nothing, and was left behind at every try (a machine
-    // without a GPU, a command that ran no CUDA).
-    if (!written && !plan_written.isEmpty()) QFile::remove(plan_written);
-    report_->setPlainText(
-        (written ? tr("Profiled %1 (exit status %2).\n").arg(title, QString::number(code))
-                 : tr("Profiling %1 wrote no run store (exit status %2).\n")
-                       .arg(title, QString::number(code))) +
-        output);
-    if (written) {
-      store_ = store;
-      open_button_->setEnabled(true);
-      recordRun(tr("profile: %1").arg(title), tr("profile: %1").arg(title), store,
-                code == 0 ? QStringLiteral("complete") : QStringLiteral("failed"),
-                output.trimmed().section(QLatin1Char('\n'), -1));
-    }
-    emit profileFinished(written ? store : QString(), output);
-  });
+  };
+  // A program that cannot start (missing, not executable) gets no finished
+  // signal: the panel stayed busy for good, Profile off.
+  connect(profiler_, &QProcess::errorOccurred, this,
+          [this, ended, program, title, plan_written](QProcess::ProcessError error) {
+            if (error != QProcess::FailedToStart) return;  // finished follows the others
+            const QString message =
+                tr("%1 could not be started: %2").arg(program, profiler_->errorString());
+            ended();
+            if (!plan_written.isEmpty()) QFile::remove(plan_written);
+            report_->setPlainText(tr("Nothing was profiled (%1): %2").arg(title, message));
+            emit profileFinished(QString(), message);
+          });
+  connect(profiler_, &QProcess::finished, this,
+          [this, ended, store, title, plan_written](int code) {
+            const QString output = QString::fromLocal8Bit(profiler_->readAll());
+            ended();
+            const bool written = QFileInfo::exists(store);
+            // The plan is a record of what the store was held against: with no
+            // store it records nothing, and was left behind at every try (a machine
+            // without a GPU, a command that ran no CUDA).
+            if (!written && !plan_written.isEmpty()) QFile::remove(plan_written);
+            report_->setPlainText(
+                (written ? tr("Profiled %1 (exit status %2).\n").arg(title, QString::number(code))
+                         : tr("Profiling %1 wrote no run store (exit status %2).\n")
+                               .arg(title, QString::number(code))) +
+                output);
+            if (written) {
+              store_ = store;
+              open_button_->setEnabled(true);
+              recordRun(tr("profile: %1").arg(title), tr("profile: %1").arg(title), store,
+                        code == 0 ? QStringLiteral("complete") : QStringLiteral("failed"),
+                        output.trimmed().section(QLatin1Char('\n'), -1));
+            }
+            emit profileFinished(written ? store : QString(), output);
+          });
   profile_button_->setEnabled(false);
   cancel_button_->setEnabled(true);
   report_->setPlainText(tr("Profiling: %1").arg(command.join(QLatin1Char(' '))));

@@ -144,6 +144,8 @@ class TestGuiRuns : public QObject {
   void slurmJobFromTheApp();
   void profileACommand();
   void profilingThatWritesNoStoreLeavesNoPlan();
+  void profilerThatCannotStart_data();
+  void profilerThatCannotStart();
   void cancelAProfiledCommand();
   void profiledCommandEndingKeepsTheRunsCancel();
   void closingTheWindowStopsAProfiledCommand_data();
@@ -624,6 +626,57 @@ void TestGuiRuns::profilingThatWritesNoStoreLeavesNoPlan() {
   QVERIFY2(finished.front().at(1).toString().contains(QStringLiteral("the planner predicts")),
            qPrintable(finished.front().at(1).toString()));
   QCOMPARE(QDir(folder).entryList(QDir::AllEntries | QDir::NoDotAndDotDot), QStringList{});
+}
+
+// A clusterscope that cannot start (CLUSTERSCOPE_CLI naming a file that is
+// missing or not executable) ends the attempt with an error naming it and
+// why, the plan written for it removed: Qt reports no finished then, and the
+// panel stayed busy for good, Profile off.
+void TestGuiRuns::profilerThatCannotStart_data() {
+  QTest::addColumn<bool>("exists");
+  QTest::addRow("missing") << false;
+  QTest::addRow("not executable") << true;
+}
+
+void TestGuiRuns::profilerThatCannotStart() {
+  QFETCH(bool, exists);
+  QTemporaryDir dir;
+  const QString program = dir.filePath(QStringLiteral("clusterscope"));
+  if (exists) {
+    QFile file(program);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("#!/bin/sh\n");
+    file.close();
+    QVERIFY(file.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner));
+  }
+  qputenv("CLUSTERSCOPE_CLI", program.toUtf8());
+  auto unset = qScopeGuard([] { qunsetenv("CLUSTERSCOPE_CLI"); });
+  RunsPanel* panel = window_->runsPanel();
+  const QString folder = dir.filePath(QStringLiteral("runs"));
+  panel->folderField()->setText(folder);
+  auto* predict = panel->findChild<QCheckBox*>(QStringLiteral("runs_profile_plan"));
+  QVERIFY(predict);
+  predict->setChecked(true);
+  auto unpredicted = qScopeGuard([&] { predict->setChecked(false); });
+  auto* profile = panel->findChild<QPushButton*>(QStringLiteral("runs_profile"));
+  QVERIFY(profile);
+  QSignalSpy finished(panel, &RunsPanel::profileFinished);
+  QVERIFY(panel->profileCommand({QStringLiteral("/bin/true")}).ok());
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30000);
+  QVERIFY(!panel->profiling());
+  QVERIFY(profile->isEnabled());
+  QVERIFY(finished.front().at(0).toString().isEmpty());
+  const QString message = finished.front().at(1).toString();
+  QVERIFY2(message.contains(program + QStringLiteral(" could not be started")),
+           qPrintable(message));
+  const QString report = panel->report()->toPlainText();
+  QVERIFY2(report.contains(program) && report.contains(QStringLiteral("Nothing was profiled")),
+           qPrintable(report));
+  QCOMPARE(QDir(folder).entryList({QStringLiteral("*.plan.json")}, QDir::Files), QStringList{});
+  // The panel profiles again.
+  qunsetenv("CLUSTERSCOPE_CLI");
+  QVERIFY(panel->profileCommand({QStringLiteral("/bin/true")}).ok());
+  QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 60000);
 }
 
 // A profiled command that does not end is stopped from the panel: Cancel is
