@@ -915,7 +915,8 @@ Result<RunRefinement> refine_cluster(const Cluster& base,
 Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::string>& run_stores,
                                                     const PresetCatalog& catalog,
                                                     const std::string& base_cluster, bool save,
-                                                    const fs::path& presets_dir) {
+                                                    const fs::path& presets_dir,
+                                                    const std::optional<Cluster>& plan_cluster) {
   // Runs of one rank count refine one cluster, learnt together (or all of
   // them the cluster named): in the order of their first run.
   std::vector<std::unique_ptr<trace::TraceReader>> readers;
@@ -997,6 +998,23 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
                                  ? plan::calibrated_name(fit->host, fit->engine, ranks, "cluster")
                                  : base_cluster;
     auto base = catalog.cluster(name);
+    // The cluster named, or the plan's where the host has none of its GPU.
+    std::string chosen = base_cluster;
+    std::string plan_note;
+    // Only a cluster of the runs' GPU (or this host's copy of it) is theirs
+    // to refine.
+    const GpuSpec* ran_on = catalog.match_device(fit->device);
+    const bool plan_of_their_gpu =
+        plan_cluster && plan_cluster->gpu && ran_on &&
+        (plan_cluster->gpu->name == ran_on->name ||
+         plan_cluster->gpu->name == plan::learnt_name(ran_on->name, fit->host));
+    if (!base && base_cluster.empty() && fit->engine != "cpu" && plan_of_their_gpu) {
+      base = *plan_cluster;
+      chosen = plan_cluster->name;
+      plan_note = "no calibration of this host's GPU (no preset " + name +
+                  "): refined the current plan's cluster, " + shown_name(*plan_cluster) + " (" +
+                  chosen + ")";
+    }
     if (!base && base_cluster.empty()) {
       // The reason first: the preset's name is only where it was looked for.
       const std::string host = fit->host.empty() ? std::string("an unnamed host") : fit->host;
@@ -1008,6 +1026,15 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
             clusters += (clusters.empty() ? "" : ", ") + c;
           if (!clusters.empty())
             clusters = "; clusters of its " + shown_name(*gpu) + ": " + clusters;
+        }
+        if (plan_cluster) {
+          // The app, which has no --base: its plan's cluster is refined.
+          return Error{"no calibration of the GPU of " + host + " to refine (no preset " + name +
+                       "), and the current plan's cluster " + plan_cluster->name +
+                       " is not of the runs' GPU (" + fit->device +
+                       "): calibrate that machine first, or plan on a cluster of its GPU and "
+                       "learn again" +
+                       clusters};
         }
         return Error{"no calibration of the GPU of " + host + " to refine (no preset " + name +
                      "): run clusterscope calibrate --backend cuda there first, or name the "
@@ -1025,7 +1052,7 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
     // one) replaced the copy of the first with one of the datasheet, and
     // what the first runs taught was lost with no word.
     std::vector<std::string> earlier;
-    if (!base_cluster.empty()) {
+    if (!chosen.empty()) {
       const std::string copy = plan::learnt_name(base->name, fit->host);
       if (copy != base->name) {
         if (auto learnt = catalog.cluster(copy)) {
@@ -1060,15 +1087,16 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
     auto refined = refine_cluster_from(*base, stores, out.runs, std::move(fit));
     if (!refined) return refined.error();
     out = std::move(refined).value();
+    if (!plan_note.empty()) out.fit.notes.insert(out.fit.notes.begin(), plan_note);
     if (!earlier.empty()) {
       std::string list;
       for (const std::string& e : earlier)
         list += (list.empty() ? "" : "; ") + e;
       out.fit.notes.push_back("refined what this host learnt before (" + list +
-                              "), not the preset " + base_cluster +
+                              "), not the preset " + chosen +
                               " afresh: remove the host's copies from its presets file to learn "
                               "from " +
-                              base_cluster + " again");
+                              chosen + " again");
     }
     if (save) {
       const fs::path dir = presets_dir_or_default(presets_dir);

@@ -196,11 +196,14 @@ struct RunRefinement {
 // (plan::learnt_name: hgx-h200-8-learnt-<host>, its GPU h200-learnt-<host>),
 // so that the presets it came from stay. Saves into the presets file of the
 // host unless `save` is off. One refinement per cluster refined, in the
-// order of each one's first run.
-Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::string>& run_stores,
-                                                    const PresetCatalog& catalog,
-                                                    const std::string& base_cluster, bool save,
-                                                    const std::filesystem::path& presets_dir = {});
+// order of each one's first run. `plan_cluster`, where given, is refined
+// for GPU runs of a host with no calibration of its GPU, as if named as
+// `base_cluster` (the app's current plan's cluster: it has no --base), with
+// a note saying so; without it those runs are an error that asks for one.
+Result<std::vector<RunRefinement>> refine_from_runs(
+    const std::vector<std::string>& run_stores, const PresetCatalog& catalog,
+    const std::string& base_cluster, bool save, const std::filesystem::path& presets_dir = {},
+    const std::optional<Cluster>& plan_cluster = std::nullopt);
 
 // Refines `base` (its device and link) by what the run stores show, fitted
 // together, without saving: refine_from_runs for a cluster at hand (the

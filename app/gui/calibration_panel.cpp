@@ -181,6 +181,9 @@ void CalibrationPanel::setPresetsDir(const QString& dir) {
 void CalibrationPanel::setStorePath(const QString& path) {
   store_path_ = path;
 }
+void CalibrationPanel::setPlanCluster(std::optional<Cluster> cluster) {
+  plan_cluster_ = std::move(cluster);
+}
 
 void CalibrationPanel::setStatus(const QString& text) {
   status_->setText(text);
@@ -389,7 +392,7 @@ void CalibrationPanel::learnFrom(const QStringList& run_stores) {
     setStatus(lines.join(QStringLiteral("\n")));
     emit calibrated(file, clusters);
   });
-  watcher->setFuture(QtConcurrent::run([stores, dir] {
+  watcher->setFuture(QtConcurrent::run([stores, dir, plan_cluster = plan_cluster_] {
     Learnt out;
     auto catalog = PresetCatalog::load_default();
     if (catalog && !dir.empty() && dir != user_presets_dir()) {
@@ -423,7 +426,7 @@ void CalibrationPanel::learnFrom(const QStringList& run_stores) {
       out.calibrations = std::move(fitted);
       return out;
     }
-    auto result = calib::refine_from_runs(stores, *catalog, {}, true, dir);
+    auto result = calib::refine_from_runs(stores, *catalog, {}, true, dir, plan_cluster);
     if (result) {
       out.value = std::make_shared<std::vector<calib::RunRefinement>>(std::move(result).value());
     } else {

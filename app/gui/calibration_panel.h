@@ -10,7 +10,10 @@
 
 #include <QWidget>
 #include <memory>
+#include <optional>
 #include <vector>
+
+#include "core/hardware.h"
 
 class QCheckBox;
 class QDoubleSpinBox;
@@ -43,6 +46,9 @@ class CalibrationPanel : public QWidget {
   // in that folder's parent).
   void setPresetsDir(const QString& dir);
   void setStorePath(const QString& path);
+  // The current plan's cluster: Learn from runs refines it for GPU runs of a
+  // host with no calibration of its GPU (the CLI's --base), and says so.
+  void setPlanCluster(std::optional<Cluster> cluster);
 
   QPushButton* startButton() const { return start_; }
   QPushButton* cancelButton() const { return cancel_; }
@@ -100,6 +106,7 @@ class CalibrationPanel : public QWidget {
   QTableWidget* table_ = nullptr;
   QTimer* poll_ = nullptr;
   QString presets_dir_;
+  std::optional<Cluster> plan_cluster_;
   QString store_path_;
   bool running_ = false;
   bool calibrating_ = false;

@@ -74,6 +74,13 @@ QMessageBox::StandardButton ask(QWidget* parent, const QString& title, const QSt
   return QMessageBox::StandardButton(box.exec());
 }
 
+// The current plan's cluster: Learn from runs refines it for GPU runs of a
+// host with no calibration of its GPU.
+std::optional<Cluster> planCluster(const Workspace& workspace) {
+  const Cluster* cluster = workspace.project().current_cluster();
+  return cluster ? std::optional<Cluster>(*cluster) : std::nullopt;
+}
+
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
@@ -677,6 +684,10 @@ CalibrationPanel* MainWindow::showCalibrationPanel() {
     dialog->setObjectName(QStringLiteral("calibrationDialog"));
     dialog->setWindowTitle(tr("Calibrate this machine"));
     auto* panel = new CalibrationPanel(dialog);
+    // Learnt on the plan's cluster where the runs' host has no calibration
+    // of its GPU: the app has no --base (it asked for one).
+    connect(workspace_, &Workspace::projectChanged, panel,
+            [this, panel] { panel->setPlanCluster(planCluster(*workspace_)); });
     (new QVBoxLayout(dialog))->addWidget(panel);
     dialog->resize(900, 620);  // the fits' table, its quality column in view
     connect(panel, &CalibrationPanel::calibrated, this,
@@ -690,9 +701,11 @@ CalibrationPanel* MainWindow::showCalibrationPanel() {
                               MessageLevel::info);
             });
   }
+  auto* panel = dialog->findChild<CalibrationPanel*>();
+  panel->setPlanCluster(planCluster(*workspace_));
   dialog->show();
   dialog->raise();
-  return dialog->findChild<CalibrationPanel*>();
+  return panel;
 }
 
 void MainWindow::showRunMessage(const QString& text, MessageLevel level) {

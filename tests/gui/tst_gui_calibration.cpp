@@ -48,6 +48,8 @@ class TestGuiCalibration : public QObject {
   void presetsSavedOutsideTheAppAreOffered();
   void closingTheWindowAsksFirst();
   void mainWindowLearnsFromTheOpenRun();
+  void gpuRunsRefineThePlansCluster_data();
+  void gpuRunsRefineThePlansCluster();
 
  private:
   QTemporaryDir dir_;
@@ -421,6 +423,65 @@ void TestGuiCalibration::mainWindowLearnsFromTheOpenRun() {
   QTRY_VERIFY_WITH_TIMEOUT(!panel->running(), 60000);
   QVERIFY2(panel->statusLabel()->text().startsWith(QStringLiteral("Refined ")),
            qPrintable(panel->statusLabel()->text()));
+}
+
+// GPU runs of a host with no calibration of its GPU (no
+// calibrated-<host>-cuda) refine the current plan's cluster, and the panel
+// says so; a plan on another GPU's cluster is said to be one. The app asked
+// for --base, a flag it has no control for.
+void TestGuiCalibration::gpuRunsRefineThePlansCluster_data() {
+  QTest::addColumn<QString>("preset");  // loaded into the plan's cluster
+  QTest::addColumn<bool>("refined");
+  QTest::addRow("of the runs' GPU") << "h200-1" << true;
+  QTest::addRow("of another GPU") << "dgx-h100-8" << false;
+}
+
+void TestGuiCalibration::gpuRunsRefineThePlansCluster() {
+  QFETCH(QString, preset);
+  QFETCH(bool, refined);
+  QTemporaryDir dir;
+  const QByteArray before = qgetenv("CLUSTERSCOPE_USER_PRESETS");
+  auto restore = qScopeGuard([&] { qputenv("CLUSTERSCOPE_USER_PRESETS", before); });
+  const QString presets = dir.filePath(QStringLiteral("presets"));
+  qputenv("CLUSTERSCOPE_USER_PRESETS", presets.toUtf8());
+  const QString run = dir.filePath(QStringLiteral("worker-bf16.db"));
+  QVERIFY(QFile::copy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"), run));
+  QFile(run).setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+  cs::gui::MainWindow window;
+  QVERIFY(window.workspace()->newProject());
+  auto* designer = window.findChild<cs::gui::ClusterDesigner*>();
+  QVERIFY(designer);
+  QVERIFY(designer->applyPreset(preset));
+  // The project's cluster keeps its name, with the preset's contents.
+  const QString cluster =
+      QString::fromStdString(window.workspace()->project().current_cluster()->name);
+  cs::gui::CalibrationPanel* panel = window.showCalibrationPanel();
+  QVERIFY(panel);
+  QSignalSpy learnt(panel, &cs::gui::CalibrationPanel::calibrated);
+  QSignalSpy failed(panel, &cs::gui::CalibrationPanel::failed);
+  panel->learnFrom({run});
+  QTRY_VERIFY_WITH_TIMEOUT(!panel->running(), 60000);
+  const QString text = panel->statusLabel()->text();
+  QVERIFY2(!text.contains(QStringLiteral("--base")), qPrintable(text));
+  QCOMPARE(learnt.count(), refined ? 1 : 0);
+  QCOMPARE(failed.count(), refined ? 0 : 1);
+  if (refined) {
+    QVERIFY2(text.startsWith(QStringLiteral("Refined %1 from worker-bf16.db.\n").arg(cluster)),
+             qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("no calibration of this host's GPU (no preset "
+                                          "calibrated-vm-cuda): refined the current plan's "
+                                          "cluster, ")),
+             qPrintable(text));
+    QCOMPARE(learnt.front().at(1).toStringList(), QStringList{cluster});
+    // Saved as this host's copy, which the planner offers.
+    QCOMPARE(QDir(presets).entryList({QStringLiteral("*.json")}, QDir::Files).size(), 1);
+  } else {
+    QVERIFY2(
+        text.contains(
+            QStringLiteral("the current plan's cluster %1 is not of the runs' GPU").arg(cluster)),
+        qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("clusters of its NVIDIA H200")), qPrintable(text));
+  }
 }
 
 // The hook: Tools > Calibrate this machine… opens the panel in a window.
