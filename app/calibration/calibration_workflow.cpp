@@ -1127,13 +1127,15 @@ Result<std::vector<RunRefinement>> refine_from_runs(const std::vector<std::strin
 Result<NetworkCalibration> calibrate_network(const std::vector<std::string>& logs,
                                              const std::string& name, LinkKind kind,
                                              const std::optional<Link>& intra, int nics_per_node,
-                                             std::string_view collective) {
+                                             std::string_view collective,
+                                             std::string_view standard_input) {
   NetworkCalibration out;
   for (const std::string& path : logs) {
-    auto log = plan::read_nccl_tests(path, collective);
+    auto log = path == "-" ? plan::parse_nccl_tests(standard_input, "standard input", collective)
+                           : plan::read_nccl_tests(path, collective);
     if (!log) return log.error();
     if (log->errors > 0) {
-      return Error{path + ": nccl-tests found " + std::to_string(log->errors) +
+      return Error{log->file + ": nccl-tests found " + std::to_string(log->errors) +
                    " wrong values: its times do not describe a working network"};
     }
     out.logs.push_back(std::move(log).value());

@@ -220,11 +220,13 @@ struct NetworkCalibration {
   Link link;  // the fitted tier as a link preset
 };
 // `name` names the link preset; `kind` its type; `intra` the link inside a
-// node (needed for logs that span hosts).
+// node (needed for logs that span hosts). A log named "-" is
+// `standard_input`, the text read from it (named "standard input").
 Result<NetworkCalibration> calibrate_network(const std::vector<std::string>& logs,
                                              const std::string& name, LinkKind kind,
                                              const std::optional<Link>& intra, int nics_per_node,
-                                             std::string_view collective = {});
+                                             std::string_view collective = {},
+                                             std::string_view standard_input = {});
 
 // ---- predicting a run
 

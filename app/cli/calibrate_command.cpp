@@ -16,6 +16,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <iterator>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -423,13 +424,21 @@ void run_nccl_tests(Context& ctx, const CalibrateOptions& o) {
           ctx.catalog().unknown_name_message("link preset", o.intra, ctx.catalog().link_names()));
     intra = *l;
   }
-  const calib::NetworkCalibration net =
-      take(calib::calibrate_network(o.nccl_tests, o.link_name, *kind, intra, o.nics, o.collective));
+  // "-" reads standard input, as every document flag's (it was "-: cannot open").
+  std::string standard_input;
+  for (const std::string& log : o.nccl_tests) {
+    if (log != "-") continue;
+    if (Status claimed = claim_standard_input("--nccl-tests"); !claimed)
+      throw CliError(claimed.message() + ", not an nccl-tests log: give a file");
+    standard_input.assign(std::istreambuf_iterator<char>(std::cin), {});
+  }
+  const calib::NetworkCalibration net = take(calib::calibrate_network(
+      o.nccl_tests, o.link_name, *kind, intra, o.nics, o.collective, standard_input));
   if (!net.fit.inter_node) {
     // Logs of one host measure the link inside a node: what describes the
     // network between nodes means nothing there, and "infiniband" is wrong.
-    const std::string logs = o.nccl_tests.size() == 1 ? o.nccl_tests.front() + " ran"
-                                                      : "these logs ran";
+    const std::string logs =
+        o.nccl_tests.size() == 1 ? document_name(o.nccl_tests.front()) + " ran" : "these logs ran";
     if (!o.intra.empty() || o.nics > 0) {
       throw CliError(std::string(o.intra.empty() ? "--nics" : "--intra") + ": " + logs +
                      " on one host, so the link fitted is the one inside a node; --intra and "
@@ -838,7 +847,8 @@ void register_calibrate(CLI::App& app, Context& ctx) {
   CLI::Option* from_sweeps = cmd->add_option(
       "--from-sweeps", o->from_sweeps, "Import sweep JSON lines of clusterscope-worker --sweep");
   CLI::Option* nccl_tests = cmd->add_option(
-      "--nccl-tests", o->nccl_tests, "Calibrate a network tier from nccl-tests output logs");
+      "--nccl-tests", o->nccl_tests,
+      "Calibrate a network tier from nccl-tests output logs (- reads standard input)");
   cmd->add_option("--collective", o->collective,
                   "With --nccl-tests: the collective, when the logs do not say")
       ->needs(nccl_tests);

@@ -130,6 +130,12 @@ Result<nlohmann::json> read_document(const std::string& source, const std::strin
     say_if_named_pipe(source, flag);
     return read_json_file(source);
   }
+  if (Status claimed = claim_standard_input(flag); !claimed)
+    return Error{claimed.message() + ", not a JSON document: give a file"};
+  return read_json_stream(std::cin, document_name(source));
+}
+
+Status claim_standard_input(const std::string& flag) {
   // One process, one command: the flag that took standard input first.
   static std::string taken_by;
   if (!taken_by.empty()) {
@@ -140,8 +146,8 @@ Result<nlohmann::json> read_document(const std::string& source, const std::strin
   // A terminal is typed into; any other device (< /dev/zero) reads forever.
   struct stat in {};
   if (::fstat(STDIN_FILENO, &in) == 0 && S_ISCHR(in.st_mode) && !::isatty(STDIN_FILENO))
-    return Error{flag + " -: standard input is a device, not a JSON document: give a file"};
-  return read_json_stream(std::cin, document_name(source));
+    return Error{flag + " -: standard input is a device"};
+  return {};
 }
 
 void ClusterOptions::add_to(CLI::App& command, bool positional) {

@@ -149,6 +149,10 @@ bool looks_like_file(const std::string& argument);
 std::string document_name(const std::string& source);
 // Said on stderr before a named pipe is read: the read waits for a writer.
 void say_if_named_pipe(const std::string& path, const std::string& flag);
+// Standard input taken for `flag`'s "-": a UsageError where a flag took it
+// already (it can be read once); an error for a device that is not a
+// terminal (< /dev/zero reads forever).
+Status claim_standard_input(const std::string& flag);
 // The JSON document `source` names: a file, or standard input for "-".
 // Standard input named a second time (`flag` and the first one's are said)
 // is a UsageError; other failures come back as the Result's message.

@@ -808,6 +808,19 @@ void TestCli::standardInputDocuments_data() {
       << "--model -: standard input is read for --cluster already";
   QTest::addRow("twice: validate") << QStringList{"validate", "-", "-"} << cluster << 2 << ""
                                    << "validate: - (standard input) is named more than once";
+  // An nccl-tests log as every document ("-: cannot open").
+  QFile log(QStringLiteral(CS_DATA_DIR "/nccl-tests/all_reduce_perf_1x8_h100.log"));
+  QVERIFY(log.open(QIODevice::ReadOnly));
+  const QByteArray nccl = log.readAll();
+  const QStringList calibrate{"calibrate", "--link-name",  "nvl-lab",    "--link-type", "nvlink",
+                              "--no-save", "--collective", "all_reduce", "--nccl-tests"};
+  QTest::addRow("calibrate --nccl-tests")
+      << calibrate + QStringList{"-"} << nccl << 0
+      << "standard input: all_reduce, 8 ranks on 1 host, 18 sizes"
+      << "";
+  QTest::addRow("twice: --nccl-tests") << calibrate + QStringList{"-", "-"} << nccl << 2 << ""
+                                       << "--nccl-tests -: standard input is read for "
+                                          "--nccl-tests already";
 }
 
 // "-" reads the JSON document from standard input, once; errors name it
