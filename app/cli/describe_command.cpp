@@ -90,7 +90,10 @@ void print_text(const Cluster& c, const ClusterTotals& t) {
     std::cout << "  Bisection:      " << bw(t.bisection_bandwidth) << " per direction"
               << (c.nodes > 1 ? " (non-blocking fat tree)" : "") << '\n';
   }
-  std::cout << "  Power:          " << format_rate(t.power_watts, "W") << " (GPUs)\n";
+  // None known (a calibrated CPU's): said nothing of, as plan's energy; it
+  // read "0.00 W".
+  if (t.power_watts > 0)
+    std::cout << "  Power:          " << format_rate(t.power_watts, "W") << " (GPUs)\n";
   if (t.price_per_hour > 0) {
     std::cout << "  Price:          $" << format_fixed(c.price_per_gpu_hour, 2) << " per GPU-hour, $"
               << format_fixed(t.price_per_hour, 2) << " per hour\n";

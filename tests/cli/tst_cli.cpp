@@ -39,6 +39,8 @@ class TestCli : public QObject {
   void presetsSayWhatAUserFileReplaces();
   void describeClusterJson();
   void describeInlineCluster();
+  void noPowerKnown_data();
+  void noPowerKnown();
   void validateReportsEveryProblem();
   void validateJsonReport();
   void installedBinaryFindsItsPresets();
@@ -336,6 +338,36 @@ void TestCli::describeClusterJson() {
   QCOMPARE(totals["per_gpu_inter_node_bytes_per_s"].toDouble(), 50e9);
   QCOMPARE(totals["bisection_bytes_per_s"].toDouble(), 800e9);
   QCOMPARE(o["cluster"].toObject()["gpu"].toObject()["name"].toString(), QString("h100-sxm"));
+}
+
+// A GPU of no known power (a calibrated CPU's, whose TDP is 0): describe
+// and plan say nothing of power and energy, as of a missing price; they
+// read "Power: 0.00 W" and "0 kWh".
+void TestCli::noPowerKnown_data() {
+  QTest::addColumn<int>("watts");
+  QTest::addRow("none known") << 0;
+  QTest::addRow("known") << 300;
+}
+
+void TestCli::noPowerKnown() {
+  QFETCH(int, watts);
+  QTemporaryDir dir;
+  const QString cluster = write_file(
+      dir, "c.json",
+      QByteArray(R"({"kind": "cluster", "name": "cpu-box", "nodes": 1, "gpus_per_node": 2,
+        "intra_node": "pcie4", "gpu": {"name": "box-cpu", "display_name": "a calibrated CPU",
+        "memory_gib": 16, "memory_bandwidth_gb_s": 20, "peak_tflops": {"fp32": 0.1},
+        "tdp_watts": )") +
+          QByteArray::number(watts) + "}}");
+  const Run described = run_cli({"describe", cluster});
+  QVERIFY2(described.exit_code == 0, qPrintable(described.err));
+  QCOMPARE(described.out.contains("Power:"), watts > 0);
+  QVERIFY2(!described.out.contains("0.00 W"), qPrintable(described.out));
+  const Run planned = run_cli({"plan", "--cluster", cluster, "--model", "gpt2-small", "--precision",
+                               "fp32", "--tokens", "1e6"});
+  QVERIFY2(planned.exit_code == 0, qPrintable(planned.err));
+  QVERIFY2(planned.out.contains("Training run: "), qPrintable(planned.out));
+  QCOMPARE(planned.out.contains(" kWh"), watts > 0);
 }
 
 void TestCli::describeInlineCluster() {
