@@ -155,9 +155,15 @@ Result<CalibrationRecord> record_calibration(
     if (!found) return Error{"clusterscope-worker was not found beside this program or on PATH"};
     worker = *found;
   }
-  for (int r : o.rank_counts) {
-    if (r < 1)
-      return Error{"calibration: rank counts must be >= 1 (got " + std::to_string(r) + ")"};
+  for (auto r = o.rank_counts.begin(); r != o.rank_counts.end(); ++r) {
+    if (*r < 1)
+      return Error{"calibration: rank counts must be >= 1 (got " + std::to_string(*r) + ")"};
+    // Measured twice, the same configuration took twice the time and two
+    // phases of one preset.
+    if (std::find(o.rank_counts.begin(), r, *r) != r) {
+      return Error{"calibration: the rank count " + std::to_string(*r) +
+                   " is given twice; each is measured once: give it once"};
+    }
   }
   if (Status s = check_calibration_memory(o, local_capacity().available_memory_bytes); !s)
     return s.error();

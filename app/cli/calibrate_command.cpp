@@ -685,7 +685,11 @@ void run(Context& ctx, const CalibrateOptions& o) {
       [&](const launch::CalibrationProgress& p) {
         if (o.json) return;
         if (!terminal && p.measured) {
-          if (p.sweep.empty() || (p.phase == printed_phase && p.sweep == printed_sweep)) return;
+          // A reference run's steps (no sweep): its last one, where the bar
+          // ends (the last line read "[6/6, 83 %]", the last run's start).
+          if (p.sweep.empty() ? p.point < p.points
+                              : p.phase == printed_phase && p.sweep == printed_sweep)
+            return;
           printed_phase = p.phase;
           printed_sweep = p.sweep;
         }

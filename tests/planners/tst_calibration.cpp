@@ -346,6 +346,8 @@ class TestCalibration : public QObject {
   void calibrationReportsEachPointOfAPhase();
   void bandwidthBuffersAreProgressEach();
   void calibrateLogsEachSweepOnce();
+  void calibrateLogEndsAtTheLastReferenceStep();
+  void rankCountGivenTwiceIsRefused();
   void referenceRunsReportTheirSteps();
   void calibrationOnAGpuFitsItsMemory_data();
   void calibrationOnAGpuFitsItsMemory();
@@ -2373,6 +2375,42 @@ void TestCalibration::calibrateLogsEachSweepOnce() {
     QVERIFY2(progress[i].contains("] phase 1/1: 2 ranks, " + starts[i]), qPrintable(progress[i]));
   QVERIFY2(r.err.contains("[1/1, 0 %] phase 1/1: Calibration: 2 ranks, "), qPrintable(r.err));
   QVERIFY2(r.err.contains("[1/1, 100 %] calibration store "), qPrintable(r.err));
+}
+
+// Off a terminal, each reference run's last step is logged: the log ended
+// on the last run's start, "[3/3, 66 %]", not at 100 %.
+void TestCalibration::calibrateLogEndsAtTheLastReferenceStep() {
+  const QString work = dir_.filePath("reference-lines");
+  QDir().mkpath(work);
+  const Run r = run_cli({"calibrate", "--backend", "cpu", "--ranks", "1", "--precisions", "fp32",
+                         "--gemm-sizes", "64,128", "--buffer-sizes", "65536", "--seconds", "0.02",
+                         "--reference-steps", "3", "--no-save", "--out", work + "/cal.db"},
+                        dir_.filePath("reference-lines-presets"), work);
+  QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+  QStringList progress;
+  for (const QString& line : r.err.split('\n')) {
+    if (line.startsWith("[")) progress << line;
+  }
+  QVERIFY2(!progress.isEmpty(), qPrintable(r.err));
+  QVERIFY2(progress.back().startsWith("[3/3, 100 %] reference run 2/2: "), qPrintable(r.err));
+  QVERIFY2(progress.back().contains(", step 3 of 3"), qPrintable(r.err));
+  const QStringList first_done = progress.filter("] reference run 1/2: ");
+  QVERIFY2(!first_done.isEmpty() && first_done.back().contains(", step 3 of 3"), qPrintable(r.err));
+}
+
+// A rank count given twice is refused before anything is measured: the
+// same configuration was measured twice.
+void TestCalibration::rankCountGivenTwiceIsRefused() {
+  const QString work = dir_.filePath("ranks-twice");
+  QDir().mkpath(work);
+  const Run r = run_cli({"calibrate", "--backend", "cpu", "--ranks", "1", "1", "--no-save", "--out",
+                         work + "/cal.db"},
+                        dir_.filePath("ranks-twice-presets"), work);
+  QCOMPARE(r.exit_code, 1);
+  QVERIFY2(r.err.contains("the rank count 1 is given twice; each is measured once"),
+           qPrintable(r.err));
+  QVERIFY(!QFile::exists(work + "/cal.db"));
+  QVERIFY2(!r.err.contains(" %] "), qPrintable(r.err));
 }
 
 // The reference runs are phases after the sweeps', their steps the points:
