@@ -140,7 +140,14 @@ std::vector<std::pair<QString, QString>> EstimateView::headlineFigures(const pla
   else if (e.training.seconds > 0 && plan.cluster.price_per_gpu_hour <= 0)
     cost = tr("no price");
   out.emplace_back(tr("cost"), cost);
-  out.emplace_back(tr("energy"), q(format_rate(e.training.energy_kwh * 1000, "Wh")));
+  // As the cost: "no power" where the GPU's power is not known (a
+  // calibrated CPU's), not "0 Wh".
+  QString energy = tr("—");
+  if (e.training.energy_kwh > 0)
+    energy = q(format_rate(e.training.energy_kwh * 1000, "Wh"));
+  else if (e.training.seconds > 0)
+    energy = tr("no power");
+  out.emplace_back(tr("energy"), energy);
   out.emplace_back(tr("memory per GPU"),
                    QStringLiteral("%1 / %2").arg(q(format_bytes(e.memory.total())),
                                                  q(format_bytes(e.memory_capacity))));

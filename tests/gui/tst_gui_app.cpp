@@ -1391,6 +1391,21 @@ void TestGuiApp::costTileSaysWhyThereIsNoCost() {
   cs::Plan no_price = plan.value();
   no_price.cluster.price_per_gpu_hour = 0;
   QCOMPARE(cost_of(no_price), QStringLiteral("no price"));
+  // The energy tile alike: "no power" where none is known (it read "0 Wh").
+  auto energy_of = [](const cs::Plan& p) {
+    auto e = cs::plan::estimate(p);
+    if (!e.ok()) return QString::fromStdString(e.message());
+    for (const auto& [name, value] : EstimateView::headlineFigures(e.value(), p)) {
+      if (name == QStringLiteral("energy")) return value;
+    }
+    return QString();
+  };
+  QVERIFY(energy_of(plan.value()).endsWith(QStringLiteral("Wh")));
+  QCOMPARE(energy_of(no_tokens), QStringLiteral("—"));
+  cs::Plan no_power = plan.value();
+  no_power.cluster.power_per_gpu_watts = 0;
+  no_power.cluster.gpu->tdp_watts = 0;
+  QCOMPARE(energy_of(no_power), QStringLiteral("no power"));
   // MFU says the peak it is of: the plan's precision.
   cs::Plan fp8 = plan.value();
   fp8.precision = cs::PrecisionPlan::for_compute(cs::Precision::fp8);
