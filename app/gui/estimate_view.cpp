@@ -131,7 +131,10 @@ std::vector<std::pair<QString, QString>> EstimateView::headlineFigures(const pla
                    q(format_seconds(e.time.step())));
   out.emplace_back(e.inference ? tr("time for the tokens") : tr("time to train"),
                    e.training.seconds > 0 ? q(format_seconds(e.training.seconds)) : tr("—"));
-  out.emplace_back(tr("GPU-hours"), q(format_count(e.training.gpu_hours)));
+  // As plan reads them: an amount ("4431", "0.0031"), not a count with two
+  // decimals ("4430.70", "0.00").
+  out.emplace_back(tr("GPU-hours"),
+                   e.training.seconds > 0 ? q(format_amount(e.training.gpu_hours)) : tr("—"));
   // "no price" only where the price is missing: with no tokens to train
   // there is nothing to price (it said "no price" beside a $3/h cluster).
   QString cost = tr("—");
@@ -141,10 +144,11 @@ std::vector<std::pair<QString, QString>> EstimateView::headlineFigures(const pla
     cost = tr("no price");
   out.emplace_back(tr("cost"), cost);
   // As the cost: "no power" where the GPU's power is not known (a
-  // calibrated CPU's), not "0 Wh".
+  // calibrated CPU's), not "0 Wh"; in kWh, as plan prints it (it read
+  // "3.10 MWh" beside plan's "3101 kWh").
   QString energy = tr("—");
   if (e.training.energy_kwh > 0)
-    energy = q(format_rate(e.training.energy_kwh * 1000, "Wh"));
+    energy = q(format_amount(e.training.energy_kwh)) + QStringLiteral(" kWh");
   else if (e.training.seconds > 0)
     energy = tr("no power");
   out.emplace_back(tr("energy"), energy);

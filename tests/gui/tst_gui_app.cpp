@@ -80,6 +80,7 @@
 #include "planners/estimate.h"
 #include "planners/formulas.h"
 #include "tests/named_pipe_writer.h"
+#include "tests/process_run.h"
 
 using namespace cs::gui;
 using cs::plan::Control;
@@ -123,6 +124,8 @@ class TestGuiApp : public QObject {
   void planControlsShowValidValues();
   void globalBatchTypedAndLeft();
   void costTileSaysWhyThereIsNoCost();
+  void trainingTilesReadAsPlanDoes_data();
+  void trainingTilesReadAsPlanDoes();
   void captionsFollowTheWorkload();
   void impossiblePlanShowsWhy();
   void impossiblePlanDropsTheTimelineBeingWritten();
@@ -1415,6 +1418,70 @@ void TestGuiApp::costTileSaysWhyThereIsNoCost() {
   for (const auto& [name, value] : EstimateView::headlineFigures(e.value(), fp8))
     named = named || name == QStringLiteral("MFU (FP8 peak)");
   QVERIFY(named);
+}
+
+// The GPU-hours, cost and energy tiles read as `clusterscope plan` prints the
+// same plan: the tiles said "33.7 MWh" where plan said "33.7 k kWh", and
+// "0.10" GPU-hours (a count to two decimals) where plan said "0.101".
+void TestGuiApp::trainingTilesReadAsPlanDoes_data() {
+  QTest::addColumn<double>("tokens");
+  QTest::addColumn<int>("tp");
+  QTest::addColumn<int>("pp");
+  QTest::addColumn<int>("zero");
+  QTest::addRow("the project's plan") << 0.0 << 0 << 0 << 0;
+  QTest::addRow("a million tokens") << 1e6 << 0 << 0 << 0;
+  QTest::addRow("300 B tokens, tp 2 pp 2 ZeRO-1") << 3e11 << 2 << 2 << 1;
+}
+
+void TestGuiApp::trainingTilesReadAsPlanDoes() {
+  QFETCH(double, tokens);
+  QFETCH(int, tp);
+  QFETCH(int, pp);
+  QFETCH(int, zero);
+  auto resolved = window_->workspace()->project().resolved_plan();
+  QVERIFY(resolved.ok());
+  cs::Plan plan = resolved.value();
+  if (tokens > 0) plan.workload.training_tokens = tokens;
+  if (tp > 0) {  // else the project's own parallel plan
+    plan.parallel.tp = tp;
+    plan.parallel.pp = pp;
+    plan.parallel.zero_stage = zero;
+    plan.parallel.sequence_parallel = plan.parallel.sequence_parallel && tp > 1;
+    plan.parallel.dp = plan.cluster.total_gpus() / (tp * pp);
+    plan.parallel.global_batch = plan.parallel.dp * plan.parallel.micro_batch;
+  }
+  auto e = cs::plan::estimate(plan);
+  QVERIFY2(e.ok(), e.ok() ? "" : e.message().c_str());
+  QVERIFY(e->training.seconds > 0 && e->training.energy_kwh > 0 && e->training.cost_usd > 0);
+  QMap<QString, QString> tile;
+  for (const auto& [name, value] : EstimateView::headlineFigures(e.value(), plan))
+    tile[name] = value;
+
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  QFile file(dir.filePath(QStringLiteral("plan.json")));
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  file.write(QByteArray::fromStdString(cs::to_json(plan).dump()));
+  file.close();
+  const cs::test::ProcessRun run =
+      cs::test::run_process(QStringLiteral(CS_BIN_DIR "/clusterscope"),
+                            {QStringLiteral("plan"), QStringLiteral("--plan"), file.fileName()});
+  QVERIFY2(run.exit_code == 0, qPrintable(run.err));
+  QString line;
+  for (const QString& l : run.out.split(QLatin1Char('\n')))
+    if (l.startsWith(QStringLiteral("Training run: "))) line = l;
+  QVERIFY2(!line.isEmpty(), qPrintable(run.out));
+  QVERIFY2(line.contains(QStringLiteral(", ") + tile.value(QStringLiteral("GPU-hours")) +
+                         QStringLiteral(" GPU-hours")),
+           qPrintable(tile.value(QStringLiteral("GPU-hours")) + QStringLiteral(" | ") + line));
+  QVERIFY2(line.contains(QStringLiteral(", ") + tile.value(QStringLiteral("cost")) +
+                         QStringLiteral(",")),
+           qPrintable(tile.value(QStringLiteral("cost")) + QStringLiteral(" | ") + line));
+  QVERIFY2(line.endsWith(QStringLiteral(", ") + tile.value(QStringLiteral("energy"))),
+           qPrintable(tile.value(QStringLiteral("energy")) + QStringLiteral(" | ") + line));
+  QVERIFY2(line.contains(QStringLiteral(", ") + tile.value(QStringLiteral("time to train")) +
+                         QStringLiteral(",")),
+           qPrintable(tile.value(QStringLiteral("time to train")) + QStringLiteral(" | ") + line));
 }
 
 // A CNN's throughput is in samples, an inference plan's step a forward pass:
