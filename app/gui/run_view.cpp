@@ -1850,6 +1850,9 @@ void RunView::compareWith(const QString& other) {
       if (a_ns == b_ns) return tr("no change");
       const double d = b_ns - a_ns;
       const QString sign = d >= 0 ? QStringLiteral("+") : QString();
+      // "(gone)" where the other run has none of it, as trace compare says
+      // it (it read "(-100.0 %)").
+      if (a_ns > 0 && b_ns == 0) return sign + ns(std::int64_t(std::llround(d))) + tr(" (gone)");
       return sign + ns(std::int64_t(std::llround(d))) +
              (a_ns > 0 ? QStringLiteral(" (%1%2 %)").arg(sign).arg(100 * d / a_ns, 0, 'f', 1)
                        : tr(" (new)"));

@@ -256,6 +256,7 @@ class TestGuiRun : public QObject {
   void homeLeavesAStepThatFillsTheRun();
   void unitsReadAsElsewhere();
   void medianStepSaysWhichSteps();
+  void comparisonSaysWhatIsGone();
   void predictAgainSaysWhyInTheBar();
   void criticalPathOnTheTimeline();
   void criticalPathOfManySteps();
@@ -3630,6 +3631,46 @@ void TestGuiRun::medianStepSaysWhichSteps() {
   QCOMPARE(c->item(step, 0)->text(), QString::fromLatin1(cs::trace::kComparedStepName));
   QVERIFY2(c->item(step, 0)->toolTip().contains(QStringLiteral("then the median over the ranks")),
            qPrintable(c->item(step, 0)->toolTip()));
+}
+
+// What the other run does not have at all reads "(gone)", as trace compare
+// says it, and what only it has "(new)" (the tab read "(-100.0 %)").
+void TestGuiRun::comparisonSaysWhatIsGone() {
+  const QString other = writableCopy(QStringLiteral(CS_DATA_DIR "/gpu/worker-bf16.db"),
+                                     QStringLiteral("gone-other.db"));
+  QVERIFY(!other.isEmpty());
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, cpu_store_);
+  QSignalSpy compared(&view, &RunView::comparisonReady);
+  view.compareWith(other);
+  QTRY_COMPARE_WITH_TIMEOUT(compared.count(), 1, 60000);
+  QVERIFY2(compared.front().at(0).toString().isEmpty(),
+           qPrintable(compared.front().at(0).toString()));
+  QTableWidget* c = view.comparisonTable();
+  int gone = 0, added = 0;
+  for (int r = 0; r < c->rowCount(); ++r) {
+    if (!c->item(r, 4)) continue;
+    const QString mine = c->item(r, 2)->text(), theirs = c->item(r, 3)->text();
+    const QString change = c->item(r, 4)->text();
+    const QString zero = QStringLiteral("0 s");
+    if (mine != zero && theirs == zero) {
+      ++gone;
+      QVERIFY2(change.endsWith(QStringLiteral(" (gone)")),
+               qPrintable(c->item(r, 0)->text() + QStringLiteral(": ") + change));
+    } else if (mine == zero && theirs != zero) {
+      ++added;
+      QVERIFY2(change.endsWith(QStringLiteral(" (new)")),
+               qPrintable(c->item(r, 0)->text() + QStringLiteral(": ") + change));
+    } else {
+      QVERIFY2(
+          !change.contains(QStringLiteral("(gone)")) && !change.contains(QStringLiteral("(new)")),
+          qPrintable(c->item(r, 0)->text() + QStringLiteral(": ") + change));
+    }
+  }
+  QVERIFY(gone > 0);   // the CPU engine's kernels and its all-reduce
+  QVERIFY(added > 0);  // the GPU run's kernels
 }
 
 // A run held against a plan the user gives (the current plan in the app,
