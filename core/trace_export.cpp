@@ -1502,15 +1502,17 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     if (by_category) {
       out << prediction_svg(p)
           << "\n<p class=note>Grey: predicted; blue: measured.</p>\n<table>\n<tr><th></th>"
-             "<th>name</th><th>predicted</th><th>measured</th><th>measured / predicted</th></tr>\n";
+             "<th>name</th><th>predicted</th><th>measured</th><th>error</th></tr>\n";
     }
+    // The prediction's error, as trace stats and the app's Predicted tab give
+    // it for the same rows (this table gave measured / predicted: "10.30"
+    // beside their "-90.3 %").
     auto rows = [&](const char* group, const std::vector<PredictedVsMeasured>& list) {
       for (const auto& r : list) {
         out << "<tr><td>" << group << "</td><td>" << html(r.name) << "</td><td class=n>"
             << format_seconds(r.predicted_s) << "</td><td class=n>"
             << (r.measured_s ? format_seconds(*r.measured_s) : "-") << "</td><td class=n>"
-            << (r.measured_s && r.predicted_s > 0 ? format_fixed(*r.measured_s / r.predicted_s, 2)
-                                                  : "-")
+            << (r.measured_s ? prediction_error_text(r.predicted_s, *r.measured_s) : "-")
             << "</td></tr>\n";
       }
     };

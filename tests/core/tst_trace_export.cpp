@@ -23,6 +23,7 @@
 #include "core/breakdown_parts.h"
 #include "core/elided_name.h"
 #include "core/format.h"
+#include "core/prediction_text.h"
 #include "core/trace_analysis.h"
 #include "core/trace_critical_path.h"
 #include "core/trace_export.h"
@@ -910,6 +911,18 @@ void TestTraceExport::reportSaysWhatTraceStatsSays() {
     QVERIFY2(page.find(row) != std::string::npos, part.name.c_str());
   }
   QVERIFY(neither > 0);
+  // The table by category gives the prediction's error, as trace stats and
+  // the app do (it gave measured / predicted: "10.30" beside "-90.3 %").
+  QVERIFY(page.find("<th>measured / predicted</th>") == std::string::npos);
+  QVERIFY(!p.categories.empty());
+  for (const auto& c : p.categories) {
+    QVERIFY(c.measured_s);
+    const std::string row = "<tr><td>category</td><td>" + c.name + "</td><td class=n>" +
+                            cs::format_seconds(c.predicted_s) + "</td><td class=n>" +
+                            cs::format_seconds(*c.measured_s) + "</td><td class=n>" +
+                            prediction_error_text(c.predicted_s, *c.measured_s) + "</td></tr>";
+    QVERIFY2(page.find(row) != std::string::npos, row.c_str());
+  }
   // The critical path, as `trace critical-path` has it: led by the reduction.
   const CriticalPathSummary path = summarize_critical_paths(*r).value();
   QVERIFY(!path.operations.empty());
