@@ -55,7 +55,11 @@ const Metric kMetrics[] = {
     {"step time", [](const plan::RankedPlan& r) { return r.estimate.time.step(); },
      [](const plan::RankedPlan& r) { return q(format_seconds(r.estimate.time.step())); }, true},
     {"time to train", [](const plan::RankedPlan& r) { return r.estimate.training.seconds; },
-     [](const plan::RankedPlan& r) { return q(format_seconds(r.estimate.training.seconds)); },
+     // "—" with no tokens to train, as the Estimate view's tile (it read "0 s").
+     [](const plan::RankedPlan& r) {
+       return r.estimate.training.seconds > 0 ? q(format_seconds(r.estimate.training.seconds))
+                                              : QStringLiteral("—");
+     },
      true},
     {"cost", [](const plan::RankedPlan& r) { return r.estimate.training.cost_usd; },
      [](const plan::RankedPlan& r) {

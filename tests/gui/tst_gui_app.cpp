@@ -126,6 +126,8 @@ class TestGuiApp : public QObject {
   void costTileSaysWhyThereIsNoCost();
   void trainingTilesReadAsPlanDoes_data();
   void trainingTilesReadAsPlanDoes();
+  void compareReadsAsTheTiles_data();
+  void compareReadsAsTheTiles();
   void captionsFollowTheWorkload();
   void impossiblePlanShowsWhy();
   void impossiblePlanDropsTheTimelineBeingWritten();
@@ -1482,6 +1484,46 @@ void TestGuiApp::trainingTilesReadAsPlanDoes() {
   QVERIFY2(line.contains(QStringLiteral(", ") + tile.value(QStringLiteral("time to train")) +
                          QStringLiteral(",")),
            qPrintable(tile.value(QStringLiteral("time to train")) + QStringLiteral(" | ") + line));
+}
+
+// A pinned plan's figures in the compare view read as the Estimate view's
+// tiles for the same plan: its "time to train" read "0 s" with no tokens to
+// train, where the tile says "—".
+void TestGuiApp::compareReadsAsTheTiles_data() {
+  QTest::addColumn<double>("tokens");
+  QTest::addRow("the project's tokens") << -1.0;
+  QTest::addRow("no tokens to train") << 0.0;
+}
+
+void TestGuiApp::compareReadsAsTheTiles() {
+  QFETCH(double, tokens);
+  auto current = window_->workspace()->project().resolved_plan();
+  QVERIFY(current.ok());
+  cs::Plan plan = current.value();
+  if (tokens >= 0) plan.workload.training_tokens = tokens;
+  auto e = cs::plan::estimate(plan);
+  QVERIFY2(e.ok(), e.ok() ? "" : e.message().c_str());
+  QMap<QString, QString> tile;
+  for (const auto& [name, value] : EstimateView::headlineFigures(e.value(), plan))
+    tile[name] = value;
+  PinnedPlans pinned;
+  CompareView view(&pinned);
+  cs::plan::RankedPlan r;
+  r.parallel = plan.parallel;
+  r.precision = plan.precision;
+  r.estimate = e.value();
+  QVERIFY(pinned.pin(r, QStringLiteral("p"), plan.cluster, plan.workload));
+  QTableWidget* t = view.table();
+  QMap<QString, QString> cell;
+  for (int row = 0; row < t->rowCount(); ++row)
+    cell[t->verticalHeaderItem(row)->text()] = t->item(row, 0)->text();
+  QCOMPARE(cell.value(QStringLiteral("time to train")),
+           tile.value(QStringLiteral("time to train")));
+  QCOMPARE(cell.value(QStringLiteral("step time")), tile.value(QStringLiteral("step time")));
+  QCOMPARE(cell.value(QStringLiteral("MFU")), tile.value(QStringLiteral("MFU (BF16 peak)")));
+  QCOMPARE(cell.value(QStringLiteral("throughput")),
+           tile.value(QStringLiteral("tokens/s")) + QStringLiteral(" tokens/s"));
+  if (tokens != 0) QCOMPARE(cell.value(QStringLiteral("cost")), tile.value(QStringLiteral("cost")));
 }
 
 // A CNN's throughput is in samples, an inference plan's step a forward pass:
