@@ -1438,18 +1438,13 @@ void RunView::showAnalysis() {
 
   // Ranks: the breakdown's figures, overlap and straggler verdicts.
   const QString median_step = tr("median step (all steps)");
-  const QStringList rank_columns = {tr("rank"),
-                                    tr("span"),
-                                    tr("compute"),
-                                    tr("exposed comm."),
-                                    tr("hidden comm."),
-                                    tr("overlap %"),
-                                    tr("memory"),
-                                    tr("idle"),
-                                    median_step,
+  const QStringList rank_columns = {tr("rank"), tr("span"), tr("compute"), tr("exposed comm."),
+                                    tr("hidden comm."), tr("overlap %"),
+                                    // Time, as trace stats and the report name
+                                    // it (a bare "memory" read as bytes).
+                                    tr("exposed memory"), tr("idle"), median_step,
                                     tr("launch delay (median)"),
-                                    tr("kernels shorter than their launch"),
-                                    tr("straggler")};
+                                    tr("kernels shorter than their launch"), tr("straggler")};
   rank_table_->clear();
   rank_table_->setColumnCount(int(rank_columns.size()));
   rank_table_->setHorizontalHeaderLabels(rank_columns);

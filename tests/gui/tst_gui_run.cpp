@@ -82,6 +82,7 @@
 #include "core/trace_writer.h"
 #include "gui_test_support.h"
 #include "planners/estimate.h"
+#include "tests/process_run.h"
 
 using namespace cs;
 using namespace cs::gui;
@@ -257,6 +258,7 @@ class TestGuiRun : public QObject {
   void unitsReadAsElsewhere();
   void medianStepSaysWhichSteps();
   void comparisonSaysWhatIsGone();
+  void ranksTabNamesPartsAsStatsDoes();
   void predictAgainSaysWhyInTheBar();
   void criticalPathOnTheTimeline();
   void criticalPathOfManySteps();
@@ -3671,6 +3673,30 @@ void TestGuiRun::comparisonSaysWhatIsGone() {
   }
   QVERIFY(gone > 0);   // the CPU engine's kernels and its all-reduce
   QVERIFY(added > 0);  // the GPU run's kernels
+}
+
+// The Ranks tab names the breakdown's parts as trace stats and the HTML
+// report do: its copies not under compute or communication read "memory",
+// beside the memory counters in bytes, where both say "exposed memory".
+void TestGuiRun::ranksTabNamesPartsAsStatsDoes() {
+  RunView view;
+  view.resize(1200, 900);
+  view.show();
+  openAndWait(view, cpu_store_);
+  QTableWidget* ranks = view.rankTable();
+  QStringList headers;
+  for (int c = 0; c < ranks->columnCount(); ++c)
+    headers << ranks->horizontalHeaderItem(c)->text();
+  const cs::test::ProcessRun stats =
+      cs::test::run_process(QStringLiteral(CS_BIN_DIR "/clusterscope"),
+                            {QStringLiteral("trace"), QStringLiteral("stats"), cpu_store_});
+  QVERIFY2(stats.exit_code == 0, qPrintable(stats.err));
+  for (const QString& part :
+       {QStringLiteral("exposed memory"), QStringLiteral("idle"), QStringLiteral("compute")}) {
+    QVERIFY2(stats.out.contains(part), qPrintable(part));
+    QVERIFY2(headers.contains(part), qPrintable(headers.join(QLatin1Char('|'))));
+  }
+  QVERIFY2(!headers.contains(QStringLiteral("memory")), qPrintable(headers.join(QLatin1Char('|'))));
 }
 
 // A run held against a plan the user gives (the current plan in the app,
