@@ -95,6 +95,11 @@ std::string format_amount(double v) {
   return format_count(std::fabs(v) < 1e4 ? std::round(v) : v);
 }
 
+std::string format_energy_kwh(double kwh) {
+  if (std::fabs(kwh) < 1e4) return format_amount(kwh) + " kWh";
+  return format_rate(kwh * 1e3, "Wh");
+}
+
 std::string format_usd(double usd) {
   return "$" + format_amount(usd);
 }

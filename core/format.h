@@ -15,6 +15,10 @@ std::string format_count(double n);               // "6.74 B", "124 M", "50,257"
 // ("0.0031", "12.3"), whole below ten thousand ("8579"), format_count above
 // ("32.6 M").
 std::string format_amount(double v);
+// Energy given in kWh, as the CLI and the app show it: an amount of kWh
+// below ten thousand ("0.0031 kWh", "3101 kWh"), SI prefixes above
+// ("33.7 MWh", not "33.7 k kWh").
+std::string format_energy_kwh(double kwh);
 // Money, as every cost the CLI and the app show reads: "$" and the amount
 // ("$0.0031", "$8579", "$32.6 M").
 std::string format_usd(double usd);

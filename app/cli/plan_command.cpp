@@ -181,7 +181,7 @@ void print_text(const Plan& plan, const plan::Estimate& e) {
               << format_seconds(r.seconds) << ", " << format_amount(r.gpu_hours) << " GPU-hours";
     if (r.cost_usd > 0) std::cout << ", " << format_usd(r.cost_usd);
     // No power known (a calibrated CPU's): no energy, as no price (it read "0 kWh").
-    if (r.energy_kwh > 0) std::cout << ", " << format_amount(r.energy_kwh) << " kWh";
+    if (r.energy_kwh > 0) std::cout << ", " << format_energy_kwh(r.energy_kwh);
     std::cout << '\n';
     std::cout << "  compute " << format_rate(r.flops, "FLOP");
     if (r.flops_6pd > 0) std::cout << " (6PD: " << format_rate(r.flops_6pd, "FLOP") << ")";

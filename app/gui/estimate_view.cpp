@@ -144,11 +144,11 @@ std::vector<std::pair<QString, QString>> EstimateView::headlineFigures(const pla
     cost = tr("no price");
   out.emplace_back(tr("cost"), cost);
   // As the cost: "no power" where the GPU's power is not known (a
-  // calibrated CPU's), not "0 Wh"; in kWh, as plan prints it (it read
-  // "3.10 MWh" beside plan's "3101 kWh").
+  // calibrated CPU's), not "0 Wh"; as plan prints it (it read "3.10 MWh"
+  // beside plan's "3101 kWh").
   QString energy = tr("—");
   if (e.training.energy_kwh > 0)
-    energy = q(format_amount(e.training.energy_kwh)) + QStringLiteral(" kWh");
+    energy = q(format_energy_kwh(e.training.energy_kwh));
   else if (e.training.seconds > 0)
     energy = tr("no power");
   out.emplace_back(tr("energy"), energy);

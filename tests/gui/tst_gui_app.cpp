@@ -1423,7 +1423,7 @@ void TestGuiApp::costTileSaysWhyThereIsNoCost() {
 }
 
 // The GPU-hours, cost and energy tiles read as `clusterscope plan` prints the
-// same plan: the tiles said "33.7 MWh" where plan said "33.7 k kWh", and
+// same plan: the tiles said "3.10 MWh" where plan said "3101 kWh", and
 // "0.10" GPU-hours (a count to two decimals) where plan said "0.101".
 void TestGuiApp::trainingTilesReadAsPlanDoes_data() {
   QTest::addColumn<double>("tokens");
@@ -1481,6 +1481,11 @@ void TestGuiApp::trainingTilesReadAsPlanDoes() {
            qPrintable(tile.value(QStringLiteral("cost")) + QStringLiteral(" | ") + line));
   QVERIFY2(line.endsWith(QStringLiteral(", ") + tile.value(QStringLiteral("energy"))),
            qPrintable(tile.value(QStringLiteral("energy")) + QStringLiteral(" | ") + line));
+  // Past ten thousand kWh with its prefix, in both: "33.7 MWh", not "33.7 k kWh".
+  QVERIFY2(!line.contains(QStringLiteral(" k kWh")), qPrintable(line));
+  if (e->training.energy_kwh >= 1e4)
+    QVERIFY2(tile.value(QStringLiteral("energy")).endsWith(QStringLiteral(" MWh")),
+             qPrintable(tile.value(QStringLiteral("energy"))));
   QVERIFY2(line.contains(QStringLiteral(", ") + tile.value(QStringLiteral("time to train")) +
                          QStringLiteral(",")),
            qPrintable(tile.value(QStringLiteral("time to train")) + QStringLiteral(" | ") + line));
