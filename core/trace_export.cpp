@@ -1373,10 +1373,10 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
          "work); exposed communication: not under compute; exposed memory: under neither compute "
          "nor communication; host wait and idle other are parts of idle; communication is all of "
          "it, "
-         "overlap % the share of it hidden under compute; "
+         "overlap the share of it hidden under compute; "
       << html(kEventsStartingNote) << ".</p>\n";
   out << breakdown_svg(analysis.ranks) << "\n<table>\n<tr><th>rank</th><th>span ms</th>"
-      << "<th>compute</th><th>communication</th><th>overlap %</th><th>exposed comm.</th>"
+      << "<th>compute</th><th>communication</th><th>overlap</th><th>exposed comm.</th>"
       << "<th>exposed memory</th><th>idle</th><th>host wait</th><th>idle other</th>"
       << "<th>" << kEventsStartingName << "</th></tr>\n";
   for (const RankAnalysis& r : analysis.ranks) {
@@ -1385,10 +1385,11 @@ Result<ExportReport> export_html_report(const TraceReader& reader, const RunAnal
     out << "<tr><td class=n>" << r.rank << (r.gpu ? "" : " (CPU)") << "</td><td class=n>"
         << ms(b.span_ns) << "</td><td class=n>" << pct(static_cast<double>(b.compute_ns), span)
         << "</td><td class=n>" << pct(static_cast<double>(b.communication_ns), span)
-        << "</td><td class=n>" << format_fixed(b.overlap_percent(), 1) << "</td><td class=n>"
-        << pct(static_cast<double>(b.exposed_communication_ns), span) << "</td><td class=n>"
-        << pct(static_cast<double>(b.exposed_memory_ns), span) << "</td><td class=n>"
-        << pct(static_cast<double>(b.idle_ns), span) << "</td><td class=n>"
+        << "</td><td class=n>"
+        << (b.span_ns > 0 ? format_fixed(b.overlap_percent(), 1) + "%" : std::string("-"))
+        << "</td><td class=n>" << pct(static_cast<double>(b.exposed_communication_ns), span)
+        << "</td><td class=n>" << pct(static_cast<double>(b.exposed_memory_ns), span)
+        << "</td><td class=n>" << pct(static_cast<double>(b.idle_ns), span) << "</td><td class=n>"
         << pct(static_cast<double>(b.idle_host_wait_ns), span) << "</td><td class=n>"
         << pct(static_cast<double>(b.idle_other_ns), span) << "</td><td class=n>" << b.events
         << "</td></tr>\n";

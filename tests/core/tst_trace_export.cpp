@@ -923,6 +923,21 @@ void TestTraceExport::reportSaysWhatTraceStatsSays() {
                             prediction_error_text(c.predicted_s, *c.measured_s) + "</td></tr>";
     QVERIFY2(page.find(row) != std::string::npos, row.c_str());
   }
+  // Each rank's overlap in percent with its sign, as trace stats prints it
+  // (the cell read "12.3" under "overlap %").
+  QVERIFY(page.find("<th>overlap</th>") != std::string::npos);
+  for (const RankAnalysis& rank : a.ranks) {
+    const double span = static_cast<double>(rank.total.span_ns);
+    auto pct = [span](std::int64_t ns) {
+      return cs::format_fixed(100.0 * static_cast<double>(ns) / span, 1) + "%";
+    };
+    QVERIFY(span > 0);
+    const std::string cells =
+        "<td class=n>" + pct(rank.total.communication_ns) + "</td><td class=n>" +
+        cs::format_fixed(rank.total.overlap_percent(), 1) + "%</td><td class=n>" +
+        pct(rank.total.exposed_communication_ns) + "</td>";
+    QVERIFY2(page.find(cells) != std::string::npos, cells.c_str());
+  }
   // The critical path, as `trace critical-path` has it: led by the reduction.
   const CriticalPathSummary path = summarize_critical_paths(*r).value();
   QVERIFY(!path.operations.empty());
