@@ -196,6 +196,22 @@ bool writeLongNamesStore(const QString& path) {
   return w.close().ok();
 }
 
+// A run of one kernel, on one GPU stream, titled and named as given: for the
+// tests of how a title or a name is shown.
+bool writeOneKernelRun(const QString& path, const trace::RunInfo& run, const std::string& kernel) {
+  auto w = trace::TraceWriter::create(path.toStdString(), run);
+  if (!w.ok()) return false;
+  (*w)->add_rank({0, "host", "GPU 0", 100, 0, false});
+  trace::Event e;
+  e.lane = (*w)->add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
+  e.kind = trace::EventKind::kernel;
+  e.start_ns = 1000;
+  e.end_ns = 2000;
+  e.name = (*w)->intern(kernel);
+  (*w)->add(e);
+  return (*w)->close().ok();
+}
+
 }  // namespace
 
 class TestGuiRun : public QObject {
@@ -1916,17 +1932,7 @@ void TestGuiRun::titleWithPercentDigitsReadsAsWritten() {
     trace::RunInfo run;
     run.title = "batch %1 of %2";
     run.source = "profile";
-    auto w = trace::TraceWriter::create(path.toStdString(), run);
-    QVERIFY(w.ok());
-    (*w)->add_rank({0, "host", "GPU 0", 100, 0, false});
-    trace::Event e;
-    e.lane = (*w)->add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
-    e.kind = trace::EventKind::kernel;
-    e.start_ns = 1000;
-    e.end_ns = 2000;
-    e.name = (*w)->intern("gemm");
-    (*w)->add(e);
-    QVERIFY((*w)->close().ok());
+    QVERIFY(writeOneKernelRun(path, run, "gemm"));
   }
   RunView view;
   view.resize(1200, 900);
@@ -2253,17 +2259,7 @@ void TestGuiRun::markupInNamesReadsAsWritten() {
   {
     trace::RunInfo run;
     run.title = title.toStdString();
-    auto w = trace::TraceWriter::create(path.toStdString(), run);
-    QVERIFY(w.ok());
-    (*w)->add_rank({0, "host", "GPU 0", 100, 0, false});
-    trace::Event e;
-    e.lane = (*w)->add_lane(0, trace::LaneKind::gpu_stream, "stream 7");
-    e.kind = trace::EventKind::kernel;
-    e.start_ns = 1000;
-    e.end_ns = 2000;
-    e.name = (*w)->intern(kernel.toStdString());
-    (*w)->add(e);
-    QVERIFY((*w)->close().ok());
+    QVERIFY(writeOneKernelRun(path, run, kernel.toStdString()));
   }
   RunView view;
   view.resize(1200, 900);
